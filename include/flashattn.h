@@ -1,0 +1,168 @@
+/*
+ * flashattn: exact FlashAttention for CPUs.
+ *
+ * One public header. Every call is pure C, never allocates memory that grows
+ * with seq_q * seq_k, never prints, never aborts: errors come back as a
+ * flashattn_status with a reason from flashattn_strerror() (and a longer,
+ * thread-local message from flashattn_last_error()).
+ *
+ * Shapes (per tensor, in the descriptor's own dimension order):
+ *
+ *   Q    [batch, seq_q, heads_q,  head_dim]
+ *   K, V [batch, seq_k, heads_kv, head_dim]
+ *   O    [batch, seq_q, heads_q,  head_dim]          any supported dtype
+ *   LSE  [batch, heads_q, seq_q]  float32, contiguous, natural log (optional)
+ *
+ * Layout is given by element strides, so FlashAttention's [b, s, h, d] and
+ * PyTorch's [b, h, s, d] (Ascend BNSD) both work without copies: only the
+ * innermost (head_dim) stride must be 1. Strides may be any non-negative value
+ * (0 broadcasts), except that O must not alias itself: distinct (b, s, h)
+ * coordinates of O must address distinct rows.
+ *
+ * Semantics are FlashAttention-2's:
+ *   O[i] = softmax(scale * Q[i] K^T + mask) V, over the keys row i can see.
+ *   - heads_q must be a multiple of heads_kv (GQA; heads_kv = 1 is MQA);
+ *     query head h uses KV head h / (heads_q / heads_kv).
+ *   - head_dim from 1 to FLASHATTN_MAX_HEAD_DIM; any seq_q, seq_k >= 0.
+ *   - causal and the sliding window (window_left, window_right) restrict the
+ *     keys j that query i sees to
+ *         i + off - window_left <= j <= i + off + window_right   (window)
+ *         j <= i + off                                          (causal)
+ *     where off = seq_k - seq_q for FLASHATTN_ALIGN_BOTTOM_RIGHT (the default,
+ *     as FlashAttention-2) and off = 0 for FLASHATTN_ALIGN_TOP_LEFT (as
+ *     PyTorch's scaled_dot_product_attention with is_causal). A window bound
+ *     of -1 is unbounded; causal is window_right = 0.
+ *   - A row that sees no key gets O = 0 and LSE = -inf.
+ *   - f16 and bf16 inputs are computed with f32 products, an f32 softmax and
+ *     f32 accumulation; O is rounded to its dtype once, at the end.
+ *   - Results are bit-identical whatever the thread count.
+ */
+#ifndef FLASHATTN_H
+#define FLASHATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define FLASHATTN_API __declspec(dllexport)
+#else
+#define FLASHATTN_API __attribute__((visibility("default")))
+#endif
+
+#define FLASHATTN_VERSION_MAJOR 0
+#define FLASHATTN_VERSION_MINOR 1
+#define FLASHATTN_VERSION_PATCH 0
+
+#define FLASHATTN_MAX_HEAD_DIM 256
+
+typedef enum flashattn_status {
+    FLASHATTN_OK = 0,
+    FLASHATTN_ERR_NULL_POINTER,      /* a required pointer is NULL */
+    FLASHATTN_ERR_BAD_SHAPE,         /* negative size, or shapes that disagree */
+    FLASHATTN_ERR_BAD_HEAD_DIM,      /* head_dim is 0 or above FLASHATTN_MAX_HEAD_DIM */
+    FLASHATTN_ERR_BAD_HEADS,         /* heads_q is not a multiple of heads_kv */
+    FLASHATTN_ERR_BAD_STRIDE,        /* head_dim stride != 1, negative, or O aliases */
+    FLASHATTN_ERR_BAD_DTYPE,         /* unknown dtype, or a dtype not allowed there */
+    FLASHATTN_ERR_BAD_PARAM,         /* an option out of its range (window, threads...) */
+    FLASHATTN_ERR_BAD_TILE,          /* block_m / block_n the kernels cannot run */
+    FLASHATTN_ERR_WORKSPACE_TOO_SMALL,
+    FLASHATTN_ERR_OVERFLOW,          /* a byte count does not fit in 64 bits / size_t */
+    FLASHATTN_ERR_OUT_OF_MEMORY,     /* the library could not allocate the workspace */
+    FLASHATTN_ERR_UNSUPPORTED,       /* valid request, not available on this build/CPU */
+    FLASHATTN_STATUS_COUNT
+} flashattn_status;
+
+typedef enum flashattn_dtype {
+    FLASHATTN_F32 = 0,
+    FLASHATTN_F16 = 1,   /* IEEE binary16 */
+    FLASHATTN_BF16 = 2,  /* bfloat16 */
+    FLASHATTN_DTYPE_COUNT
+} flashattn_dtype;
+
+/* A 4-D tensor view: element strides per dimension, in elements (not bytes). */
+typedef struct flashattn_tensor {
+    void *data;
+    flashattn_dtype dtype;
+    int64_t batch, seqlen, heads, head_dim;
+    int64_t stride_batch, stride_seq, stride_head, stride_dim; /* stride_dim must be 1 */
+} flashattn_tensor;
+
+/* Describe a contiguous [batch, seq, heads, dim] tensor (FlashAttention's layout). */
+FLASHATTN_API flashattn_tensor flashattn_tensor_bshd(void *data, flashattn_dtype dtype,
+                                                     int64_t batch, int64_t seqlen,
+                                                     int64_t heads, int64_t head_dim);
+/* Describe a contiguous [batch, heads, seq, dim] tensor (PyTorch's / BNSD layout). */
+FLASHATTN_API flashattn_tensor flashattn_tensor_bhsd(void *data, flashattn_dtype dtype,
+                                                     int64_t batch, int64_t seqlen,
+                                                     int64_t heads, int64_t head_dim);
+
+typedef enum flashattn_align {
+    FLASHATTN_ALIGN_BOTTOM_RIGHT = 0, /* FlashAttention-2: last query sees last key */
+    FLASHATTN_ALIGN_TOP_LEFT = 1      /* PyTorch SDPA: query i sees key i */
+} flashattn_align;
+
+/*
+ * Options. Always start from flashattn_params_default() (or _init) and set
+ * what you need: new fields are added at the end with defaults that keep the
+ * old behaviour, and struct_size lets the library know which ones you have.
+ */
+typedef struct flashattn_params {
+    size_t struct_size;      /* sizeof(flashattn_params), set by _init */
+    float scale;             /* softmax scale; 0 means 1/sqrt(head_dim) */
+    int causal;              /* 0 or 1 */
+    int64_t window_left;     /* -1: unbounded */
+    int64_t window_right;    /* -1: unbounded */
+    flashattn_align align;   /* how the causal/window diagonal is aligned */
+    int block_m;             /* query rows per tile; 0: automatic */
+    int block_n;             /* keys per tile; 0: automatic */
+    int num_threads;         /* 0: OpenMP default */
+    int deterministic;       /* forward is always deterministic; used by backward */
+    uint32_t reserved_flags; /* must be 0 (room for masks, bias, dropout...) */
+} flashattn_params;
+
+FLASHATTN_API void flashattn_params_init(flashattn_params *p);
+FLASHATTN_API flashattn_params flashattn_params_default(void);
+
+/*
+ * Forward attention, two-phase (as Ascend's aclnn GetWorkspaceSize + run):
+ *
+ *   size_t ws;
+ *   flashattn_fwd_workspace_size(&q, &k, &v, &o, lse, &p, &ws);
+ *   flashattn_fwd(&q, &k, &v, &o, lse, &p, buffer_of_ws_bytes, ws);
+ *
+ * The workspace is O((seq_k + threads * block) * head_dim) bytes, never
+ * O(seq_q * seq_k). Passing workspace = NULL makes flashattn_fwd allocate
+ * and free it itself (workspace_bytes is then ignored). The workspace need
+ * not be zeroed; 64-byte alignment is best but not required.
+ * lse may be NULL. On any error nothing is written to o or lse.
+ */
+FLASHATTN_API flashattn_status flashattn_fwd_workspace_size(
+    const flashattn_tensor *q, const flashattn_tensor *k, const flashattn_tensor *v,
+    const flashattn_tensor *o, const float *lse, const flashattn_params *p,
+    size_t *workspace_bytes);
+
+FLASHATTN_API flashattn_status flashattn_fwd(
+    const flashattn_tensor *q, const flashattn_tensor *k, const flashattn_tensor *v,
+    const flashattn_tensor *o, float *lse, const flashattn_params *p,
+    void *workspace, size_t workspace_bytes);
+
+/* Short reason for a status code (never NULL). */
+FLASHATTN_API const char *flashattn_strerror(flashattn_status s);
+/* Details of the last error on this thread ("" if none), e.g. which tensor. */
+FLASHATTN_API const char *flashattn_last_error(void);
+
+/* "0.1.0" */
+FLASHATTN_API const char *flashattn_version(void);
+/* Name of the kernel path in use: "scalar", "avx2" or "avx512". It is chosen
+ * once from CPUID; FLASHATTN_ISA=scalar|avx2|avx512 forces a path (a path the
+ * CPU lacks falls back to the best available one). */
+FLASHATTN_API const char *flashattn_isa(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHATTN_H */

@@ -1,0 +1,30 @@
+/* K/V packing: O(seq_k * head_dim) per group, done once per call. */
+#include "driver/pack.h"
+
+#include <string.h>
+
+void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+               int64_t j0, int64_t j1, float *dst, float *tmp) {
+    const int64_t d = pb->head_dim, nr = kern->nr;
+    for (int64_t j = j0; j < j1; j++) {
+        kern->load(tmp, fa_row_ptr(pb->k, b, j, hk), pb->k->dtype, d, 1.0f);
+        float *panel = dst + (j / nr) * nr * d + j % nr;
+        for (int64_t c = 0; c < d; c++) panel[c * nr] = tmp[c];
+    }
+    /* zero the unused keys of a final partial panel */
+    if (j1 == pb->seq_k && j1 % nr) {
+        float *panel = dst + (j1 / nr) * nr * d;
+        for (int64_t c = 0; c < d; c++)
+            memset(panel + c * nr + j1 % nr, 0, (size_t)(nr - j1 % nr) * sizeof(float));
+    }
+}
+
+void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+               int64_t j0, int64_t j1, float *dst) {
+    const int64_t d = pb->head_dim, dp = pb->head_dim_pad;
+    for (int64_t j = j0; j < j1; j++) {
+        float *row = dst + j * dp;
+        kern->load(row, fa_row_ptr(pb->v, b, j, hk), pb->v->dtype, d, 1.0f);
+        if (dp > d) memset(row + d, 0, (size_t)(dp - d) * sizeof(float));
+    }
+}

@@ -1,0 +1,26 @@
+/* Packing K and V of one (batch, kv-head) into the GEMM kernels' layouts,
+ * converted to f32 once, so every q-block and every query head of a GQA
+ * group reuses them. */
+#ifndef FA_PACK_H
+#define FA_PACK_H
+
+#include "driver/problem.h"
+#include "kernels/kernels.h"
+
+/* Address of row (b, s, h) of a tensor. */
+static inline const void *fa_row_ptr(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h) {
+    int64_t off = b * t->stride_batch + s * t->stride_seq + h * t->stride_head;
+    return (const char *)t->data + off * (int64_t)(t->dtype == FLASHATTN_F32 ? 4 : 2);
+}
+
+/* Keys [j0, j1) of K into panels of nr keys: dst[(j / nr)][d][j % nr];
+ * j0 and j1 multiples of nr or j1 = seq_k; keys past seq_k in the last
+ * panel are zero. tmp holds head_dim floats. */
+void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+               int64_t j0, int64_t j1, float *dst, float *tmp);
+
+/* Rows [j0, j1) of V as dst[j][head_dim_pad], zero padded past head_dim. */
+void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+               int64_t j0, int64_t j1, float *dst);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * The micro-kernel contract. Every ISA provides one fa_kernels table; the
+ * portable C table (kernels/ref) defines what each entry must compute, and
+ * tests/test_kernels.c checks every SIMD table against it.
+ *
+ * GEMM register tile (the CPU's "Cube"):
+ *
+ *      C[m x n]  (=, or +=)  A[m x k] . B[k x n]
+ *
+ *          k ->                 n ->  (n <= NR, n % FA_COL_ALIGN == 0)
+ *   A  m [a a a a ...]   B   k [b b b b b b b b]    C  m [c c c c c c c c]
+ *   (m <= MR rows,           (rows of n floats,        (rows of n floats,
+ *    row stride lda,          row stride ldb,           row stride ldc)
+ *    element stride 1)        element stride 1)
+ *
+ *   - A is read one element at a time (broadcast), B one row of n at a time,
+ *     so the same kernel computes Q.K^T (B = K packed as [d][NR] panels) and
+ *     P.V (B = packed V rows).
+ *   - accumulate == 0: C is overwritten and never read (it may hold garbage).
+ *   - k may be 0 (C = 0, or unchanged when accumulating).
+ *   - No alignment is required; the driver keeps B and C 64-byte aligned
+ *     and ldb, ldc multiples of FA_COL_ALIGN, which is what the fast paths want.
+ *   - For each element of C the sum runs over k in increasing order with one
+ *     fused multiply-add per term, so a row's result does not depend on m or
+ *     on which row of the tile it occupies.
+ *
+ * Row ("Vector") kernels work on float rows of any length n >= 0, any alignment.
+ * exp2 is used throughout: the driver folds log2(e) into the softmax scale.
+ */
+#ifndef FA_KERNELS_H
+#define FA_KERNELS_H
+
+#include <stdint.h>
+
+#include "flashattn.h"
+
+/* Widths the driver pads to: n of every GEMM call is a multiple of it. */
+#define FA_COL_ALIGN 16
+
+typedef struct fa_kernels {
+    const char *isa; /* "scalar", "avx2", "avx512" */
+    int mr;          /* max rows of a GEMM call */
+    int nr;          /* max columns of a GEMM call (multiple of FA_COL_ALIGN) */
+
+    void (*gemm)(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                 int64_t ldb, float *c, int64_t ldc, int accumulate);
+
+    /* max(x[0..n)); -INFINITY for n == 0. NaNs need not propagate. */
+    float (*row_max)(const float *x, int64_t n);
+
+    /* x[i] = exp2(x[i] - m) for i < n, returns the sum of the new x[i].
+     * Contract: m is finite, x[i] <= m or x[i] = -INFINITY (which gives 0).
+     * Relative error of each term at most 4 ulp of float. */
+    float (*exp2_sum)(float *x, int64_t n, float m);
+
+    /* x[i] *= a */
+    void (*scale)(float *x, int64_t n, float a);
+
+    /* dst[i] = (float)src[i] * mul, src in dtype. */
+    void (*load)(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
+
+    /* dst[i] = round_to_dtype(src[i] * mul), round to nearest even. */
+    void (*store)(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+} fa_kernels;
+
+/* Tables defined by each ISA's files. SIMD tables exist only when the
+ * compiler could build them; fa_kernels_for() also checks the CPU. */
+extern const fa_kernels fa_kernels_scalar;
+extern const fa_kernels fa_kernels_avx2;
+extern const fa_kernels fa_kernels_avx512;
+
+#endif /* FA_KERNELS_H */

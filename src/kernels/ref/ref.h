@@ -1,0 +1,18 @@
+/* Portable kernels: each defines the contract its SIMD versions follow. */
+#ifndef FA_KERNELS_REF_H
+#define FA_KERNELS_REF_H
+
+#include "kernels/kernels.h"
+
+#define FA_REF_MR 4
+#define FA_REF_NR 16
+
+void fa_gemm_ref(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                 int64_t ldb, float *c, int64_t ldc, int accumulate);
+float fa_row_max_ref(const float *x, int64_t n);
+float fa_exp2_sum_ref(float *x, int64_t n, float m);
+void fa_scale_ref(float *x, int64_t n, float a);
+void fa_load_ref(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
+void fa_store_ref(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+
+#endif

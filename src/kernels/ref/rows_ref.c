@@ -1,0 +1,24 @@
+/* Portable row kernels ("Vector" unit): max, exp2-and-sum, scale. */
+#include <math.h>
+
+#include "kernels/ref/ref.h"
+
+float fa_row_max_ref(const float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+float fa_exp2_sum_ref(float *x, int64_t n, float m) {
+    /* x <= m, so every term is in (0, 1]: no overflow, the sum is at most n. */
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = exp2f(x[i] - m);
+        s += x[i];
+    }
+    return s;
+}
+
+void fa_scale_ref(float *x, int64_t n, float a) {
+    for (int64_t i = 0; i < n; i++) x[i] *= a;
+}

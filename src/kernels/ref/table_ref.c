@@ -1,0 +1,14 @@
+/* The portable kernel table: runs anywhere, defines the contract. */
+#include "kernels/ref/ref.h"
+
+const fa_kernels fa_kernels_scalar = {
+    .isa = "scalar",
+    .mr = FA_REF_MR,
+    .nr = FA_REF_NR,
+    .gemm = fa_gemm_ref,
+    .row_max = fa_row_max_ref,
+    .exp2_sum = fa_exp2_sum_ref,
+    .scale = fa_scale_ref,
+    .load = fa_load_ref,
+    .store = fa_store_ref,
+};

@@ -1,0 +1,61 @@
+/* The FP64 reference: the textbook formula, one query row at a time. */
+#include "reference/attn_f64.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "api/validate.h"
+#include "kernels/ref/half.h"
+
+double fa_tensor_get(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h, int64_t c) {
+    int64_t off = b * t->stride_batch + s * t->stride_seq + h * t->stride_head + c;
+    switch (t->dtype) {
+    case FLASHATTN_F32: return ((const float *)t->data)[off];
+    case FLASHATTN_F16: return fa_f16_to_f32(((const uint16_t *)t->data)[off]);
+    case FLASHATTN_BF16: return fa_bf16_to_f32(((const uint16_t *)t->data)[off]);
+    default: return NAN;
+    }
+}
+
+flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn_tensor *k,
+                                      const flashattn_tensor *v, const flashattn_params *user,
+                                      double *o, double *lse) {
+    flashattn_params p;
+    fa_problem pb;
+    flashattn_status s = fa_read_params(user, &p);
+    if (s) return s;
+    /* q doubles as o for validation: only o's shape matters there. */
+    flashattn_tensor oshape = *q;
+    if ((s = fa_validate_fwd(q, k, v, &oshape, NULL, &p, &pb))) return s;
+    const double scale = p.scale != 0.0f ? (double)p.scale : 1.0 / sqrt((double)pb.head_dim);
+    const int64_t d = pb.head_dim;
+    double *sc = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(double));
+    if (!sc) return FLASHATTN_ERR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < pb.batch; b++)
+        for (int64_t h = 0; h < pb.heads_q; h++) {
+            const int64_t hk = h / pb.group;
+            for (int64_t i = 0; i < pb.seq_q; i++) {
+                const int64_t lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
+                double *orow = o + ((b * pb.seq_q + i) * pb.heads_q + h) * d;
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t j = lo; j < end; j++) {
+                    double acc = 0.0;
+                    for (int64_t c = 0; c < d; c++)
+                        acc += fa_tensor_get(q, b, i, h, c) * fa_tensor_get(k, b, j, hk, c);
+                    sc[j] = acc * scale;
+                    if (sc[j] > mx) mx = sc[j];
+                }
+                for (int64_t c = 0; c < d; c++) orow[c] = 0.0;
+                for (int64_t j = lo; j < end; j++) {
+                    const double pj = exp(sc[j] - mx);
+                    sum += pj;
+                    for (int64_t c = 0; c < d; c++) orow[c] += pj * fa_tensor_get(v, b, j, hk, c);
+                }
+                if (sum > 0.0)
+                    for (int64_t c = 0; c < d; c++) orow[c] /= sum;
+                if (lse) lse[(b * pb.heads_q + h) * pb.seq_q + i] = sum > 0.0 ? mx + log(sum) : -INFINITY;
+            }
+        }
+    free(sc);
+    return FLASHATTN_OK;
+}

@@ -1,0 +1,63 @@
+/* Helpers shared by the C tests: random tensors, error measures, a tiny
+ * pass/fail counter whose closing line ctest and CI read. */
+#ifndef FA_TESTUTIL_H
+#define FA_TESTUTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "flashattn.h"
+#include "kernels/kernels.h"
+
+/* A tensor plus the storage it owns. */
+typedef struct {
+    flashattn_tensor t;
+    void *mem;
+    size_t bytes;
+} tt_tensor;
+
+uint64_t tt_rand_u64(uint64_t *state);
+double tt_rand_normal(uint64_t *state);
+
+/* Allocate [b, s, h, d] (bshd = 1) or [b, h, s, d] (bshd = 0), plus `pad`
+ * extra elements per row (non-contiguous strides when pad > 0). */
+tt_tensor tt_alloc(flashattn_dtype dt, int64_t b, int64_t s, int64_t h, int64_t d, int bshd,
+                   int64_t pad);
+void tt_free(tt_tensor *x);
+/* Fill with N(0, sigma) values rounded to the dtype. */
+void tt_fill_normal(tt_tensor *x, uint64_t *state, double sigma);
+/* Fill every byte with a sentinel pattern; tt_untouched checks it is still there. */
+void tt_fill_sentinel(void *p, size_t bytes);
+int tt_untouched(const void *p, size_t bytes);
+
+/* Max |a - ref| over all elements of a tensor against a contiguous
+ * [b, s, h, d] double array. */
+double tt_max_abs_err(const tt_tensor *x, const double *ref);
+
+/* Test accounting. */
+extern int tt_passed, tt_failed;
+#define TT_CHECK(cond, ...)                                                    \
+    do {                                                                       \
+        if (cond) {                                                            \
+            tt_passed++;                                                       \
+        } else {                                                               \
+            tt_failed++;                                                       \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+        }                                                                      \
+    } while (0)
+/* Prints "N passed, N failed" and returns the exit code. */
+int tt_finish(const char *name);
+
+/* Kernel tables this CPU can run; returns the count. */
+int tt_isas(const fa_kernels *out[], int max);
+
+#endif
+
+/* Standard attention computed plainly in f32 (materialised scores, f32
+ * softmax), output rounded to out_dtype: the yardstick for f16/bf16 inputs.
+ * out is contiguous [b, s, h, d] doubles holding the rounded values. */
+void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
+                     const flashattn_tensor *v, const flashattn_params *p,
+                     flashattn_dtype out_dtype, double *out);
