@@ -1,0 +1,62 @@
+/* Plain f32 attention, the error yardstick for exact kernels. */
+#include "reference/attn_std_f32.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "api/validate.h"
+#include "kernels/ref/half.h"
+#include "reference/attn_f64.h"
+
+static double round_to(float r, flashattn_dtype dt) {
+    if (dt == FLASHATTN_F16) return fa_f16_to_f32(fa_f32_to_f16(r));
+    if (dt == FLASHATTN_BF16) return fa_bf16_to_f32(fa_f32_to_bf16(r));
+    return r;
+}
+
+flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn_tensor *k,
+                                      const flashattn_tensor *v, const flashattn_params *user,
+                                      flashattn_dtype out_dtype, double *out) {
+    flashattn_params p;
+    fa_problem pb;
+    flashattn_status st = fa_read_params(user, &p);
+    if (st) return st;
+    /* The masking rules come from the library's own validation, so the
+     * yardstick cannot disagree with it about which keys a row sees. */
+    flashattn_tensor oshape = *q;
+    if ((st = fa_validate_fwd(q, k, v, &oshape, NULL, &p, &pb))) return st;
+    const int64_t D = pb.head_dim;
+    const float scale = p.scale != 0.0f ? p.scale : 1.0f / sqrtf((float)D);
+    float *s = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(float));
+    float *o = malloc((size_t)D * sizeof(float));
+    if (!s || !o) {
+        free(s);
+        free(o);
+        return FLASHATTN_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t b = 0; b < pb.batch; b++)
+        for (int64_t h = 0; h < pb.heads_q; h++)
+            for (int64_t i = 0; i < pb.seq_q; i++) {
+                const int64_t lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i), hk = h / pb.group;
+                float mx = -INFINITY, sum = 0.0f;
+                for (int64_t j = lo; j < end; j++) {
+                    float acc = 0.0f;
+                    for (int64_t c = 0; c < D; c++)
+                        acc += (float)fa_tensor_get(q, b, i, h, c) * (float)fa_tensor_get(k, b, j, hk, c);
+                    s[j] = acc * scale;
+                    if (s[j] > mx) mx = s[j];
+                }
+                for (int64_t c = 0; c < D; c++) o[c] = 0.0f;
+                for (int64_t j = lo; j < end; j++) {
+                    s[j] = expf(s[j] - mx);
+                    sum += s[j];
+                }
+                for (int64_t j = lo; j < end; j++)
+                    for (int64_t c = 0; c < D; c++) o[c] += s[j] / sum * (float)fa_tensor_get(v, b, j, hk, c);
+                double *orow = out + ((b * pb.seq_q + i) * pb.heads_q + h) * D;
+                for (int64_t c = 0; c < D; c++) orow[c] = round_to(o[c], out_dtype);
+            }
+    free(s);
+    free(o);
+    return FLASHATTN_OK;
+}
