@@ -1,0 +1,38 @@
+"""flashattn: exact FlashAttention on CPUs.
+
+NumPy: flashattn.attention(q, k, v, ...). PyTorch (optional): flash_attn_func
+and its siblings, with FlashAttention-2's names, arguments and layouts; they
+are imported from flashattn.flash_attn_interface on first use, so this package
+imports without torch.
+"""
+
+from ._lib import (BadArgumentError, Error, LibraryError, OutOfMemoryError,
+                   UnsupportedError, lib as _clib)
+from .numpy_api import attention
+
+_TORCH_NAMES = (
+    "flash_attn_func",
+    "flash_attn_qkvpacked_func",
+    "flash_attn_kvpacked_func",
+    "flash_attn_varlen_func",
+    "flash_attn_with_kvcache",
+)
+
+__version__ = _clib.flashattn_version().decode()
+
+
+def isa():
+    """The kernel path the library runs on: "scalar", "avx2" or "avx512"
+    (FLASHATTN_ISA=scalar|avx2|avx512 in the environment forces one)."""
+    return _clib.flashattn_isa().decode()
+
+
+def __getattr__(name):
+    if name in _TORCH_NAMES:
+        from . import flash_attn_interface
+        return getattr(flash_attn_interface, name)
+    raise AttributeError("module 'flashattn' has no attribute %r" % name)
+
+
+__all__ = ["attention", "isa", "Error", "BadArgumentError", "OutOfMemoryError",
+           "UnsupportedError", "LibraryError"]

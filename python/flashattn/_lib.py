@@ -1,0 +1,210 @@
+"""ctypes view of include/flashattn.h: the shared library, its structs, its errors.
+
+ctypes drops the GIL for the whole of every foreign call made through a CDLL,
+so other Python threads run while the library computes.
+"""
+
+import ctypes
+import glob
+import operator
+import os
+
+c_int64 = ctypes.c_int64
+
+# flashattn_status, in the header's order.
+OK = 0
+(ERR_NULL_POINTER, ERR_BAD_SHAPE, ERR_BAD_HEAD_DIM, ERR_BAD_HEADS, ERR_BAD_STRIDE,
+ ERR_BAD_DTYPE, ERR_BAD_PARAM, ERR_BAD_TILE, ERR_WORKSPACE_TOO_SMALL, ERR_OVERFLOW,
+ ERR_OUT_OF_MEMORY, ERR_UNSUPPORTED) = range(1, 13)
+
+# flashattn_dtype
+F32, F16, BF16 = 0, 1, 2
+
+# flashattn_align
+ALIGN_BOTTOM_RIGHT, ALIGN_TOP_LEFT = 0, 1
+
+
+class Tensor(ctypes.Structure):
+    """flashattn_tensor: a 4-D view with element (not byte) strides."""
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("batch", c_int64), ("seqlen", c_int64), ("heads", c_int64), ("head_dim", c_int64),
+        ("stride_batch", c_int64), ("stride_seq", c_int64), ("stride_head", c_int64),
+        ("stride_dim", c_int64),
+    ]
+
+
+class Params(ctypes.Structure):
+    """flashattn_params as this binding knows it. The library may have grown
+    fields since; struct_size tells it which ones we have, and it gives the
+    rest their defaults."""
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("scale", ctypes.c_float),
+        ("causal", ctypes.c_int),
+        ("window_left", c_int64),
+        ("window_right", c_int64),
+        ("align", ctypes.c_int),
+        ("block_m", ctypes.c_int),
+        ("block_n", ctypes.c_int),
+        ("num_threads", ctypes.c_int),
+        ("deterministic", ctypes.c_int),
+        ("reserved_flags", ctypes.c_uint32),
+    ]
+
+
+class Error(Exception):
+    """Base of the exceptions raised for a status the C library returned.
+    `status` is the flashattn_status code."""
+    status = None
+
+
+class BadArgumentError(Error, ValueError):
+    pass
+
+
+class OutOfMemoryError(Error, MemoryError):
+    pass
+
+
+class UnsupportedError(Error, NotImplementedError):
+    pass
+
+
+class LibraryError(Error, RuntimeError):
+    pass
+
+
+_ARGUMENT_ERRORS = {
+    ERR_NULL_POINTER, ERR_BAD_SHAPE, ERR_BAD_HEAD_DIM, ERR_BAD_HEADS, ERR_BAD_STRIDE,
+    ERR_BAD_DTYPE, ERR_BAD_PARAM, ERR_BAD_TILE, ERR_WORKSPACE_TOO_SMALL, ERR_OVERFLOW,
+}
+
+
+def _library_path():
+    override = os.environ.get("FLASHATTN_LIBRARY")
+    if override:
+        return override
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "libflashattn*.so*")) +
+                   glob.glob(os.path.join(here, "libflashattn*.dylib")) +
+                   glob.glob(os.path.join(here, "flashattn*.dll")))
+    if not found:
+        raise ImportError(
+            "flashattn: the C library is not installed beside the package in %s; "
+            "install the package with `pip install .` from the repository root, "
+            "or point FLASHATTN_LIBRARY at libflashattn.so" % here)
+    return found[0]
+
+
+lib = ctypes.CDLL(_library_path())
+
+_P = ctypes.POINTER
+for _name, _restype, _argtypes in [
+    ("flashattn_fwd_workspace_size", ctypes.c_int,
+     [_P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor), _P(ctypes.c_float), _P(Params),
+      _P(ctypes.c_size_t)]),
+    ("flashattn_fwd", ctypes.c_int,
+     [_P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor), _P(ctypes.c_float), _P(Params),
+      ctypes.c_void_p, ctypes.c_size_t]),
+    ("flashattn_params_init", None, [ctypes.c_void_p]),
+    ("flashattn_tensor_bshd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
+    ("flashattn_tensor_bhsd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
+    ("flashattn_strerror", ctypes.c_char_p, [ctypes.c_int]),
+    ("flashattn_last_error", ctypes.c_char_p, []),
+    ("flashattn_version", ctypes.c_char_p, []),
+    ("flashattn_isa", ctypes.c_char_p, []),
+]:
+    _fn = getattr(lib, _name)
+    _fn.restype = _restype
+    _fn.argtypes = _argtypes
+
+
+def has(symbol):
+    """Whether the loaded library exports `symbol` (features land over time)."""
+    return hasattr(lib, symbol)
+
+
+def check(status, what):
+    """Raise the exception that matches a flashattn_status, with the
+    library's own messages; do nothing for FLASHATTN_OK. Must run on the
+    thread that made the call: the detail message is thread-local."""
+    if status == OK:
+        return
+    reason = lib.flashattn_strerror(status).decode()
+    detail = lib.flashattn_last_error().decode()
+    message = "%s: %s (%s)" % (what, detail, reason) if detail else "%s: %s" % (what, reason)
+    if status in _ARGUMENT_ERRORS:
+        cls = BadArgumentError
+    elif status == ERR_OUT_OF_MEMORY:
+        cls = OutOfMemoryError
+    elif status == ERR_UNSUPPORTED:
+        cls = UnsupportedError
+    else:
+        cls = LibraryError
+    err = cls(message)
+    err.status = status
+    raise err
+
+
+def new_params(scale=None, causal=False, window_size=(-1, -1), align=ALIGN_BOTTOM_RIGHT,
+               num_threads=0, block_m=0, block_n=0, deterministic=False):
+    """A Params filled by flashattn_params_init, then with these options."""
+    # The library's struct may be larger than ours: let it initialise a
+    # buffer big enough for any future version, then keep our prefix.
+    raw = ctypes.create_string_buffer(4096)
+    lib.flashattn_params_init(raw)
+    p = Params.from_buffer_copy(raw.raw[:ctypes.sizeof(Params)])
+    if p.struct_size < ctypes.sizeof(Params):
+        raise ImportError("flashattn: the C library's flashattn_params (%d bytes) is older "
+                          "than this binding's (%d bytes)" % (p.struct_size,
+                                                              ctypes.sizeof(Params)))
+    p.struct_size = ctypes.sizeof(Params)
+    p.scale = 0.0 if scale is None else _finite_float(scale, "softmax_scale")
+    p.causal = 1 if causal else 0
+    left, right = _window(window_size)
+    p.window_left, p.window_right = left, right
+    p.align = align
+    p.num_threads = _int_arg(num_threads, "num_threads")
+    p.block_m = _int_arg(block_m, "block_m")
+    p.block_n = _int_arg(block_n, "block_n")
+    p.deterministic = 1 if deterministic else 0
+    return p
+
+
+def _finite_float(x, name):
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        raise ValueError("%s must be a number, got %r" % (name, x)) from None
+    # The library rejects non-finite scales itself; a zero would silently
+    # mean "default" to it, which is not what a caller passing 0 asked for.
+    if f == 0.0:
+        raise ValueError("softmax_scale must be nonzero (None means 1/sqrt(head_dim))")
+    return f
+
+
+def _int_arg(x, name):
+    try:
+        x = operator.index(x)
+    except TypeError:
+        raise ValueError("%s must be an integer, got %r" % (name, x)) from None
+    if not -2**31 <= x < 2**31:
+        raise ValueError("%s=%d is out of range" % (name, x))
+    return x
+
+
+def _window(window_size):
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise ValueError("window_size must be a pair (left, right), got %r"
+                         % (window_size,)) from None
+    try:
+        left, right = operator.index(left), operator.index(right)
+    except TypeError:
+        raise ValueError("window_size must hold integers, got %r" % (window_size,)) from None
+    if not all(-2**63 <= w < 2**63 for w in (left, right)):
+        raise ValueError("window_size %r is out of range" % (window_size,))
+    return left, right

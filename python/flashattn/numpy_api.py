@@ -1,0 +1,123 @@
+"""NumPy front end: arrays in FlashAttention's (batch, seqlen, nheads, headdim)
+order, described to the C library by their strides, so views (transposes,
+slices, packed QKV) are read in place."""
+
+import ctypes
+
+import ml_dtypes
+import numpy as np
+
+from . import _lib
+
+_DTYPES = {
+    np.dtype(np.float32): _lib.F32,
+    np.dtype(np.float16): _lib.F16,
+    np.dtype(ml_dtypes.bfloat16): _lib.BF16,
+}
+
+_ALIGNS = {"bottom-right": _lib.ALIGN_BOTTOM_RIGHT, "top-left": _lib.ALIGN_TOP_LEFT}
+
+_FLOAT_PTR = ctypes.POINTER(ctypes.c_float)
+
+
+def _describable(a):
+    """Whether a flashattn_tensor can address `a` where it lies: element
+    strides that are non-negative, head_dim contiguous, native and aligned."""
+    if not (a.flags.aligned and a.dtype.isnative):
+        return False
+    for size, stride in zip(a.shape, a.strides):
+        if size > 1 and (stride < 0 or stride % a.itemsize):
+            return False
+    return a.shape[3] <= 1 or a.strides[3] == a.itemsize
+
+
+def _input(a, name):
+    """`a` as an array the library can read: the same memory when possible,
+    a contiguous copy only when the descriptor cannot express it."""
+    a = np.asarray(a)
+    if a.ndim != 4:
+        raise ValueError("%s must have 4 dimensions (batch, seqlen, nheads, headdim), "
+                         "got shape %s" % (name, a.shape))
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    if a.dtype == np.float64:
+        # The kernels compute in float32 whatever the input; say so with
+        # the output dtype rather than pretending to double precision.
+        a = a.astype(np.float32)
+    elif a.dtype not in _DTYPES:
+        raise ValueError("%s: dtype %s is not supported (float32, float16, "
+                         "ml_dtypes.bfloat16; float64 is converted to float32)" % (name, a.dtype))
+    if not _describable(a):
+        a = np.ascontiguousarray(a)
+    return a
+
+
+def describe(a):
+    """The flashattn_tensor for a describable 4-D array."""
+    n = a.itemsize
+    strides = [s // n if size > 1 else 0 for size, s in zip(a.shape, a.strides)]
+    strides[3] = 1
+    return _lib.Tensor(a.ctypes.data, _DTYPES[a.dtype], *a.shape, *strides)
+
+
+def _output(out, shape, dtype):
+    if out is None:
+        return np.empty(shape, dtype)
+    if not isinstance(out, np.ndarray):
+        raise ValueError("out must be a numpy.ndarray")
+    if out.shape != shape or out.dtype != dtype:
+        raise ValueError("out must have shape %s and dtype %s, got %s %s"
+                         % (shape, dtype, out.shape, out.dtype))
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    if not _describable(out):
+        raise ValueError("out: its strides cannot be given to the library (head_dim must be "
+                         "contiguous, strides non-negative); results would land in a copy")
+    return out
+
+
+def _align(align):
+    try:
+        return _ALIGNS[align]
+    except (KeyError, TypeError):
+        raise ValueError("align must be 'bottom-right' (FlashAttention) or 'top-left' "
+                         "(PyTorch SDPA), got %r" % (align,)) from None
+
+
+def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
+              align="bottom-right", return_lse=False, num_threads=0, *,
+              out=None, block_m=0, block_n=0):
+    """Exact attention softmax(softmax_scale * q k^T + mask) v, FlashAttention-2's way.
+
+    q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k, nheads_k,
+    headdim), nheads a multiple of nheads_k (GQA/MQA). float32, float16 or
+    ml_dtypes.bfloat16, all three the same (float64 is converted to float32).
+    Any strides: a view in another order, such as
+    x.transpose(0, 2, 1, 3) of a (batch, nheads, seqlen, headdim) array, is
+    read in place; only arrays whose last axis is not contiguous are copied.
+
+    causal: query i sees keys j <= i + seqlen_k - seqlen_q ("bottom-right",
+    as flash_attn) or j <= i ("top-left", as torch SDPA's is_causal).
+    window_size=(left, right): query i sees keys within [i + off - left,
+    i + off + right], -1 being unbounded. softmax_scale: None means
+    1/sqrt(headdim). num_threads: 0 means the OpenMP default.
+    block_m, block_n: tile sizes, 0 for the library's choice.
+
+    Returns out with q's dtype and shape (batch, seqlen_q, nheads, headdim),
+    and with return_lse also the float32 log-sum-exp of each row,
+    (batch, nheads, seqlen_q): -inf where a row sees no key (its out is 0).
+    The GIL is released while the library computes.
+    """
+    q, k, v = _input(q, "q"), _input(k, "k"), _input(v, "v")
+    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
+                             align=_align(align), num_threads=num_threads,
+                             block_m=block_m, block_n=block_n)
+    o = _output(out, q.shape[:3] + v.shape[3:], q.dtype)
+    lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
+    tq, tk, tv, to = describe(q), describe(k), describe(v), describe(o)
+    status = _lib.lib.flashattn_fwd(ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
+                                    ctypes.byref(to),
+                                    None if lse is None else lse.ctypes.data_as(_FLOAT_PTR),
+                                    ctypes.byref(params), None, 0)
+    _lib.check(status, "flashattn_fwd")
+    return (o, lse) if return_lse else o

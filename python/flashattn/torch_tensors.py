@@ -1,0 +1,43 @@
+"""CPU torch tensors as flashattn_tensor descriptors (torch strides are
+already in elements and never negative)."""
+
+import ctypes
+
+import torch
+
+from . import _lib
+
+_DTYPES = {torch.float32: _lib.F32, torch.float16: _lib.F16, torch.bfloat16: _lib.BF16}
+
+_FLOAT_PTR = ctypes.POINTER(ctypes.c_float)
+
+
+def readable(t, name, ndim=4):
+    """`t` itself when the library can read it in place, else a contiguous
+    copy (only when its last dimension is not contiguous)."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError("%s must be a torch.Tensor, got %s" % (name, type(t).__name__))
+    if t.device.type != "cpu":
+        raise ValueError("%s is on %s: flashattn computes on the CPU; move it with .cpu()"
+                         % (name, t.device))
+    if t.dtype not in _DTYPES:
+        raise ValueError("%s: dtype %s is not supported (torch.float32, torch.float16, "
+                         "torch.bfloat16)" % (name, t.dtype))
+    if t.dim() != ndim:
+        raise ValueError("%s must have %d dimensions, got shape %s"
+                         % (name, ndim, tuple(t.shape)))
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        t = t.contiguous()
+    return t
+
+
+def describe(t):
+    """The flashattn_tensor of a readable 4-D tensor (or a view of one)."""
+    strides = [s if n > 1 else 0 for n, s in zip(t.shape, t.stride())]
+    strides[3] = 1
+    return _lib.Tensor(t.data_ptr(), _DTYPES[t.dtype], *t.shape, *strides)
+
+
+def float_ptr(t):
+    """A float * for a contiguous float32 tensor."""
+    return ctypes.cast(t.data_ptr(), _FLOAT_PTR)
