@@ -5,8 +5,9 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?= --seq 512,1024,2048,4096 --heads 8 --head-dim 128 --reps 3
+VENV ?= $(BUILD)/venv
 
-.PHONY: all build run test test-release test-asan clean
+.PHONY: all build run test test-release test-asan test-python clean
 
 all: build
 
@@ -17,7 +18,7 @@ build:
 run: build
 	OMP_PROC_BIND=spread OMP_PLACES=cores $(BUILD)/flashattn bench $(BENCH_ARGS)
 
-test: test-release test-asan
+test: test-release test-asan test-python
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -27,6 +28,14 @@ test-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
+
+# The Python package, installed by `pip install .` into its own virtual
+# environment; torch is not installed there (too large), so its tests skip.
+test-python:
+	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q numpy ml_dtypes pytest scikit-build-core
+	$(VENV)/bin/pip install -q --no-build-isolation -C build-dir=$(BUILD)/python .
+	$(VENV)/bin/pytest -q python/tests
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

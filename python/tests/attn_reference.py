@@ -37,8 +37,8 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
     # A row with no visible key has m = -inf; -inf - -inf would be NaN.
     m_safe = np.where(np.isfinite(m), m, 0)
     p = np.exp(s - m_safe)
-    l = p.sum(axis=-1, keepdims=True)
-    o = np.einsum("bhij,bjhd->bihd", p / np.where(l > 0, l, 1), v)
+    total = p.sum(axis=-1, keepdims=True)
+    o = np.einsum("bhij,bjhd->bihd", p / np.where(total > 0, total, 1), v)
     with np.errstate(divide="ignore"):
-        lse = (m_safe + np.log(l))[..., 0]
+        lse = (m_safe + np.log(total))[..., 0]
     return o.astype(dtype), lse.astype(dtype)

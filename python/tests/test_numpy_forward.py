@@ -106,8 +106,8 @@ def test_empty_sequences():
 def test_thread_counts_give_identical_bits(threads):
     q, k, v = make((2, 70, 90, 4, 2, 32), np.float32, seed=3)
     o1, l1 = flashattn.attention(q, k, v, causal=True, return_lse=True, num_threads=1)
-    o, l = flashattn.attention(q, k, v, causal=True, return_lse=True, num_threads=threads)
-    assert np.array_equal(o, o1) and np.array_equal(l, l1)
+    o, lse = flashattn.attention(q, k, v, causal=True, return_lse=True, num_threads=threads)
+    assert np.array_equal(o, o1) and np.array_equal(lse, l1)
 
 
 def test_explicit_tiles():

@@ -1,0 +1,231 @@
+"""The flash_attn interface against torch: forward against
+torch.nn.functional.scaled_dot_product_attention, gradients against autograd
+through a float64 reference. Skipped where torch is not installed.
+
+Pass rules as in test_numpy_forward.py: float32, max abs error <= 1e-5 for
+O (and for gradients, the larger of that and twice the error of plain float32
+attention differentiated by autograd); 16-bit, at most twice the error of
+plain float32 attention on the same rounded inputs, rounded to the dtype.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import attn_reference as ref  # noqa: E402
+from flashattn import _lib  # noqa: E402
+from flashattn import (flash_attn_func, flash_attn_kvpacked_func,  # noqa: E402
+                       flash_attn_qkvpacked_func, flash_attn_varlen_func)
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+HAS_BACKWARD = _lib.has("flashattn_bwd")
+
+# (batch, seq_q, seq_k, heads_q, heads_kv, head_dim); every row sees a key
+# under every mask below (numpy tests cover the empty rows).
+SHAPES = [
+    (1, 1, 1, 1, 1, 8),
+    (2, 33, 33, 4, 4, 32),
+    (2, 17, 45, 4, 2, 16),    # seq_q < seq_k, GQA
+    (1, 70, 70, 8, 1, 64),    # MQA
+    (1, 9, 200, 2, 2, 128),   # several kv-blocks
+]
+MASKS = [(False, (-1, -1)), (True, (-1, -1)), (False, (6, 2)), (True, (10, -1))]
+
+
+def make(shape, dtype, seed=0, requires_grad=False):
+    b, sq, sk, hq, hk, d = shape
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda *s: torch.randn(*s, generator=g).to(dtype).requires_grad_(requires_grad)
+    return mk(b, sq, hq, d), mk(b, sk, hk, d), mk(b, sk, hk, d)
+
+
+def sdpa(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=None):
+    """torch's SDPA in q's dtype, with flash_attn's bottom-right causal and
+    window given as an explicit mask, GQA by repeating k and v."""
+    group = q.shape[2] // k.shape[2]
+    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
+    mask = torch.from_numpy(ref.visible(q.shape[1], k.shape[1], causal, window_size))
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                       attn_mask=mask, scale=softmax_scale)
+    return o.transpose(1, 2)
+
+
+def bound(dtype, plain_err):
+    return max(1e-5, 2 * plain_err) if dtype == torch.float32 else 2 * plain_err
+
+
+def max_err(a, b):
+    return (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal,window", MASKS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_forward_matches_sdpa(shape, causal, window, dtype):
+    q, k, v = make(shape, dtype)
+    kw = dict(causal=causal, window_size=window)
+    out, lse, probs = flash_attn_func(q, k, v, return_attn_probs=True, **kw)
+    expected = sdpa(q.double(), k.double(), v.double(), **kw)
+    plain = sdpa(q.float(), k.float(), v.float(), **kw).to(dtype)
+    assert out.dtype == dtype and out.shape == q.shape[:3] + v.shape[3:] and probs is None
+    assert max_err(out, expected) <= (1e-5 if dtype == torch.float32
+                                      else 2 * max_err(plain, expected))
+    _, ref_lse = ref.attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), **kw)
+    assert lse.dtype == torch.float32 and lse.shape == (shape[0], shape[3], shape[1])
+    assert max_err(lse, torch.from_numpy(ref_lse)) <= (1e-5 if dtype == torch.float32 else 1e-4)
+
+
+def test_causal_square_is_sdpa_is_causal():
+    q, k, v = make((2, 50, 50, 4, 4, 32), torch.float32, seed=1)
+    expected = F.scaled_dot_product_attention(*(x.double().transpose(1, 2) for x in (q, k, v)),
+                                              is_causal=True).transpose(1, 2)
+    assert max_err(flash_attn_func(q, k, v, causal=True), expected) <= 1e-5
+
+
+def test_softmax_scale():
+    q, k, v = make((1, 20, 30, 2, 2, 16), torch.float32, seed=2)
+    expected = sdpa(q.double(), k.double(), v.double(), softmax_scale=0.3)
+    assert max_err(flash_attn_func(q, k, v, softmax_scale=0.3), expected) <= 1e-5
+
+
+def test_packed_variants_equal_the_unpacked_call():
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(2, 25, 3, 4, 16, generator=g)
+    q, k, v = qkv.unbind(2)
+    expected = flash_attn_func(q, k, v, causal=True)
+    assert torch.equal(flash_attn_qkvpacked_func(qkv, causal=True), expected)
+    kv = torch.randn(2, 31, 2, 2, 16, generator=g)
+    expected = flash_attn_func(q, kv[:, :, 0], kv[:, :, 1], window_size=(3, 3))
+    assert torch.equal(flash_attn_kvpacked_func(q, kv, window_size=(3, 3)), expected)
+
+
+def test_non_contiguous_inputs():
+    q, k, v = make((2, 19, 27, 4, 2, 32), torch.float32, seed=4)
+    expected = flash_attn_func(q, k, v, causal=True)
+    bhsd = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v)]
+    assert torch.equal(flash_attn_func(*bhsd, causal=True), expected)
+    spread = [torch.stack([x, x], -1)[..., 0] for x in (q, k, v)]   # head_dim stride 2: copied
+    assert spread[0].stride(-1) == 2
+    assert torch.equal(flash_attn_func(*spread, causal=True), expected)
+
+
+@pytest.mark.parametrize("kwargs,what", [
+    (dict(dropout_p=0.1), "dropout_p"),
+    (dict(softcap=30.0), "softcap"),
+    (dict(alibi_slopes=torch.ones(4)), "alibi_slopes"),
+])
+def test_unsupported_options_raise(kwargs, what):
+    q, k, v = make((1, 4, 4, 4, 4, 8), torch.float32)
+    with pytest.raises(NotImplementedError, match=what):
+        flash_attn_func(q, k, v, **kwargs)
+    with pytest.raises(NotImplementedError, match=what):
+        flash_attn_qkvpacked_func(torch.stack([q, k, v], 2), **kwargs)
+    with pytest.raises(NotImplementedError, match=what):
+        flash_attn_kvpacked_func(q, torch.stack([k, v], 2), **kwargs)
+
+
+def test_varlen_is_not_implemented():
+    q = torch.randn(10, 2, 8)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="variable-length"):
+        flash_attn_varlen_func(q, q, q, cu, cu, 6, 6)
+
+
+@pytest.mark.parametrize("make_bad,message", [
+    (lambda q: q.double(), "dtype torch.float64 is not supported"),
+    (lambda q: q[0], "must have 4 dimensions"),
+    (lambda q: q.numpy(), "must be a torch.Tensor"),
+])
+def test_bad_tensors(make_bad, message):
+    q, k, v = make((1, 4, 4, 2, 2, 8), torch.float32)
+    with pytest.raises(ValueError, match=message):
+        flash_attn_func(make_bad(q), k, v)
+
+
+def test_library_errors_become_value_errors():
+    q, k, v = make((1, 4, 4, 3, 2, 8), torch.float32)
+    with pytest.raises(ValueError, match="not a multiple of heads_kv"):
+        flash_attn_func(q, k, v)
+
+
+# ---- gradients --------------------------------------------------------------
+
+
+GRAD_SHAPES = [
+    (1, 1, 1, 1, 1, 8),
+    (2, 23, 23, 4, 4, 32),
+    (1, 17, 41, 4, 2, 16),    # seq_q < seq_k, GQA
+    (1, 40, 21, 6, 2, 64),    # seq_q > seq_k
+    (1, 9, 150, 2, 1, 128),   # MQA, several kv-blocks
+]
+
+
+def grads(fn, inputs, dout):
+    inputs = [x.detach().clone().requires_grad_() for x in inputs]
+    out = fn(*inputs)
+    out.backward(dout)
+    return [x.grad for x in inputs]
+
+
+@pytest.mark.skipif(not HAS_BACKWARD, reason="the C library has no flashattn_bwd yet")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal,window", MASKS)
+@pytest.mark.parametrize("shape", GRAD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gradients_match_float64_autograd(shape, causal, window, dtype):
+    q, k, v = make(shape, dtype, seed=5)
+    dout = torch.randn(q.shape[:3] + v.shape[3:], generator=torch.Generator().manual_seed(6))
+    dout = dout.to(dtype)
+    kw = dict(causal=causal, window_size=window)
+    expected = grads(lambda *x: sdpa(*x, **kw), [x.double() for x in (q, k, v)], dout.double())
+    plain = grads(lambda *x: sdpa(*x, **kw), [x.float() for x in (q, k, v)], dout.float())
+    got = grads(lambda *x: flash_attn_func(*x, **kw), (q, k, v), dout)
+    for name, g, e, p in zip("qkv", got, expected, plain):
+        assert g.dtype == dtype and g.shape == e.shape
+        err, b = max_err(g, e), bound(dtype, max_err(p.to(dtype), e))
+        assert err <= b, "d%s: max abs error %.3g > bound %.3g" % (name, err, b)
+
+
+@pytest.mark.skipif(not HAS_BACKWARD, reason="the C library has no flashattn_bwd yet")
+def test_packed_gradients_equal_the_unpacked_ones():
+    g = torch.Generator().manual_seed(7)
+    qkv = torch.randn(2, 21, 3, 4, 32, generator=g)
+    dout = torch.randn(2, 21, 4, 32, generator=g)
+    dq, dk, dv = grads(lambda *x: flash_attn_func(*x, causal=True), qkv.unbind(2), dout)
+    (dqkv,) = grads(lambda x: flash_attn_qkvpacked_func(x, causal=True), [qkv], dout)
+    assert torch.equal(dqkv, torch.stack([dq, dk, dv], 2))
+    kv = torch.randn(2, 30, 2, 2, 32, generator=g)
+    q = qkv[:, :, 0]
+    dq, dk, dv = grads(lambda *x: flash_attn_func(*x, window_size=(5, 1)),
+                       [q, *kv.unbind(2)], dout)
+    dq2, dkv = grads(lambda *x: flash_attn_kvpacked_func(*x, window_size=(5, 1)), [q, kv], dout)
+    assert torch.equal(dq2, dq) and torch.equal(dkv, torch.stack([dk, dv], 2))
+
+
+@pytest.mark.skipif(not HAS_BACKWARD, reason="the C library has no flashattn_bwd yet")
+def test_deterministic_backward_is_bit_reproducible_across_threads():
+    q, k, v = make((1, 64, 96, 4, 2, 32), torch.float32, seed=8)
+    dout = torch.randn(1, 64, 4, 32, generator=torch.Generator().manual_seed(9))
+    fn = lambda *x: flash_attn_func(*x, causal=True, deterministic=True)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = grads(fn, (q, k, v), dout)
+        torch.set_num_threads(2)
+        two = grads(fn, (q, k, v), dout)
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(one, two))
+
+
+@pytest.mark.skipif(HAS_BACKWARD, reason="the C library has its backward")
+def test_backward_without_the_c_backward_says_what_is_missing():
+    q, k, v = make((1, 4, 4, 2, 2, 8), torch.float32, requires_grad=True)
+    out = flash_attn_func(q, k, v)
+    with pytest.raises(NotImplementedError, match="flashattn_bwd"):
+        out.sum().backward()
+
+
+def test_no_grad_inputs_give_an_output_without_grad():
+    q, k, v = make((1, 4, 4, 2, 2, 8), torch.float32)
+    assert not flash_attn_func(q, k, v).requires_grad
