@@ -7,6 +7,7 @@
 #include "dispatch/isa.h"
 #include "reference/attn_f64.h"
 #include "reference/attn_std_f32.h"
+#include "reference/compare.h"
 #include "reference/random.h"
 
 int tt_passed, tt_failed;
@@ -58,20 +59,7 @@ int tt_untouched(const void *p, size_t bytes) {
     return 1;
 }
 
-double tt_max_abs_err(const tt_tensor *x, const double *ref) {
-    const flashattn_tensor *t = &x->t;
-    double err = 0.0;
-    for (int64_t b = 0; b < t->batch; b++)
-        for (int64_t s = 0; s < t->seqlen; s++)
-            for (int64_t h = 0; h < t->heads; h++)
-                for (int64_t c = 0; c < t->head_dim; c++) {
-                    double got = fa_tensor_get(t, b, s, h, c);
-                    double want = ref[((b * t->seqlen + s) * t->heads + h) * t->head_dim + c];
-                    double e = fabs(got - want);
-                    if (!(e <= err)) err = e; /* NaN propagates as the max */
-                }
-    return err;
-}
+double tt_max_abs_err(const tt_tensor *x, const double *ref) { return fa_max_abs_err(&x->t, ref); }
 
 int tt_finish(const char *name) {
     printf("%s: %d passed, %d failed\n", name, tt_passed, tt_failed);

@@ -1,0 +1,21 @@
+/* Error measures against the FP64 reference, shared by the tests and
+ * `flashattn check` so both judge results the same way. */
+#ifndef FA_REFERENCE_COMPARE_H
+#define FA_REFERENCE_COMPARE_H
+
+#include <stddef.h>
+
+#include "flashattn.h"
+
+/* Max |t - ref| over every element of t (any strides) against a contiguous
+ * [batch, seq, heads, head_dim] double array. NaN anywhere gives NaN. */
+double fa_max_abs_err(const flashattn_tensor *t, const double *ref);
+
+/* Max |lse - ref| over the rows where ref is finite; *inf_ok = 1 when lse
+ * is -inf exactly where ref is -inf (rows that see no key). NaN gives NaN. */
+double fa_lse_err(const float *lse, const double *ref, size_t n, int *inf_ok);
+
+/* Max |x[i]| (the scale a relative error is measured against). */
+double fa_max_abs(const double *x, size_t n);
+
+#endif
