@@ -155,9 +155,8 @@ def main():
              % (args.batch, args.heads, args.head_dim, args.dtype,
                 ", causal" if args.causal else "", args.threads, flashattn.__version__,
                 flashattn.isa(), versus))
-    write_table(args.md, rows, ["# flashattn vs torch SDPA (CPU)", "", title,
-                                      "", "median of %d runs after a warm-up; speed-up = "
-                                      "SDPA time / flashattn time" % args.reps])
+    note = "median of %d runs after a warm-up; speed-up = SDPA time / flashattn time" % args.reps
+    write_table(args.md, rows, ["# flashattn vs torch SDPA (CPU)", "", title, "", note])
     write_plot(args.png, rows, title)
 
 

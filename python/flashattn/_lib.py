@@ -120,10 +120,28 @@ for _name, _restype, _argtypes in [
     _fn.restype = _restype
     _fn.argtypes = _argtypes
 
+# Entry points that arrived after the forward; the functions that need one
+# raise NotImplementedError when the loaded library lacks it.
+_T = _P(Tensor)
+for _name, _argtypes in [
+    ("flashattn_bwd", [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T, _P(Params),
+                       ctypes.c_void_p, ctypes.c_size_t]),
+]:
+    if hasattr(lib, _name):
+        getattr(lib, _name).restype = ctypes.c_int
+        getattr(lib, _name).argtypes = _argtypes
+
 
 def has(symbol):
     """Whether the loaded library exports `symbol` (features land over time)."""
     return hasattr(lib, symbol)
+
+
+def require(symbol, feature):
+    """Raise NotImplementedError naming `symbol` if the library lacks it."""
+    if not has(symbol):
+        raise NotImplementedError("flashattn: this C library has no %s, so %s is not available"
+                                  % (symbol, feature))
 
 
 def check(status, what):

@@ -62,11 +62,10 @@ def _forward(q, k, v, params):
 
 def _backward(q, k, v, out, dout, lse, dq, dk, dv, params):
     """Fill dq, dk, dv (tensors the library can write) from the saved forward."""
-    if not _lib.has("flashattn_bwd"):
-        raise NotImplementedError("flashattn: this C library has no backward pass "
-                                  "(flashattn_bwd, issue 4), so gradients are not available")
-    tensors = [describe(t) for t in (q, k, v, out, readable(dout, "dout"), dq, dk, dv)]
-    status = _lib.lib.flashattn_bwd(*tensors, float_ptr(lse), params, None, 0)
+    _lib.require("flashattn_bwd", "the gradient of flash_attn_func")
+    inputs = [describe(t) for t in (q, k, v, out, readable(dout, "dout"))]
+    grads = [describe(t) for t in (dq, dk, dv)]
+    status = _lib.lib.flashattn_bwd(*inputs, float_ptr(lse), *grads, params, None, 0)
     _lib.check(status, "flashattn_bwd")
 
 

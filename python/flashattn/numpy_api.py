@@ -60,20 +60,31 @@ def describe(a):
     return _lib.Tensor(a.ctypes.data, _DTYPES[a.dtype], *a.shape, *strides)
 
 
-def _output(out, shape, dtype):
+def _output(out, shape, dtype, name="out"):
+    """A new array, or the caller's `out` checked: it is written in place,
+    so it may not be swapped for a copy."""
     if out is None:
         return np.empty(shape, dtype)
     if not isinstance(out, np.ndarray):
-        raise ValueError("out must be a numpy.ndarray")
+        raise ValueError("%s must be a numpy.ndarray" % name)
     if out.shape != shape or out.dtype != dtype:
-        raise ValueError("out must have shape %s and dtype %s, got %s %s"
-                         % (shape, dtype, out.shape, out.dtype))
+        raise ValueError("%s must have shape %s and dtype %s, got %s %s"
+                         % (name, shape, dtype, out.shape, out.dtype))
     if not out.flags.writeable:
-        raise ValueError("out is read-only")
+        raise ValueError("%s is read-only" % name)
     if not _describable(out):
-        raise ValueError("out: its strides cannot be given to the library (head_dim must be "
-                         "contiguous, strides non-negative); results would land in a copy")
+        raise ValueError("%s: its strides cannot be given to the library (head_dim must be "
+                         "contiguous, strides non-negative); results would land in a copy"
+                         % name)
     return out
+
+
+def _lse_input(lse, shape):
+    lse = np.asarray(lse)
+    if lse.shape != shape:
+        raise ValueError("lse must have shape %s (batch, nheads, seqlen_q), got %s"
+                         % (shape, lse.shape))
+    return np.ascontiguousarray(lse, dtype=np.float32)
 
 
 def _align(align):
@@ -121,3 +132,34 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
                                     ctypes.byref(params), None, 0)
     _lib.check(status, "flashattn_fwd")
     return (o, lse) if return_lse else o
+
+
+def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None,
+                       window_size=(-1, -1), align="bottom-right", deterministic=False,
+                       num_threads=0, *, dq=None, dk=None, dv=None, block_m=0, block_n=0):
+    """Gradients (dq, dk, dv) of attention() for the upstream gradient dout.
+
+    q, k, v and the options are those given to attention(); out and lse are
+    what it returned (attention(..., return_lse=True)). dout has out's shape.
+    dq has q's shape and dtype, dk and dv k's: under GQA they sum the
+    gradients of every query head sharing their kv head. Arrays may be any
+    views, as in attention(); dq, dk, dv, when given, are written in place.
+    deterministic=True makes dq bit-identical across runs and thread counts
+    (dk and dv always are). The GIL is released while the library computes.
+    """
+    _lib.require("flashattn_bwd", "attention_backward")
+    q, k, v = _input(q, "q"), _input(k, "k"), _input(v, "v")
+    out, dout = _input(out, "out"), _input(dout, "dout")
+    lse = _lse_input(lse, (q.shape[0], q.shape[2], q.shape[1]))
+    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
+                             align=_align(align), num_threads=num_threads,
+                             block_m=block_m, block_n=block_n, deterministic=deterministic)
+    dq = _output(dq, q.shape, q.dtype, "dq")
+    dk = _output(dk, k.shape, k.dtype, "dk")
+    dv = _output(dv, v.shape, v.dtype, "dv")
+    descs = [describe(a) for a in (q, k, v, out, dout)]
+    grads = [describe(a) for a in (dq, dk, dv)]
+    status = _lib.lib.flashattn_bwd(*descs, lse.ctypes.data_as(_FLOAT_PTR), *grads,
+                                    ctypes.byref(params), None, 0)
+    _lib.check(status, "flashattn_bwd")
+    return dq, dk, dv

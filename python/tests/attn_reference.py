@@ -1,6 +1,10 @@
-"""Standard (materialised) attention in NumPy: the float64 reference the tests
-judge against, and plain float32 attention, whose error sets the bound for
-16-bit inputs (as tests/test_forward.c does for the C library)."""
+"""Standard (materialised) attention and its gradients in NumPy, written once
+and run two ways:
+  - in float64: the reference the tests judge against;
+  - in float32 with every sum accumulated term by term ("plain"), as a naive
+    C loop would: its error sets the bound of the pass rules, as the plain
+    f32 implementations in tests/ do for the C library.
+Layout (batch, seq, heads, dim); LSE (batch, heads, seq)."""
 
 import numpy as np
 
@@ -12,7 +16,7 @@ def visible(seq_q, seq_k, causal=False, window_size=(-1, -1), align="bottom-righ
     j = np.arange(seq_k)[None, :]
     left, right = window_size
     if causal:
-        right = 0 if right < 0 else min(right, 0)
+        right = 0
     mask = np.ones((seq_q, seq_k), bool)
     if left >= 0:
         mask &= j >= i - left
@@ -21,24 +25,87 @@ def visible(seq_q, seq_k, causal=False, window_size=(-1, -1), align="bottom-righ
     return mask
 
 
+def _dot_exact(a, b):
+    return np.einsum("...t,...t->...", a, b)
+
+
+def _dot_plain(a, b):
+    """Sum over the last axis of a * b (broadcast), one term at a time."""
+    shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
+    acc = np.zeros(shape, np.result_type(a, b))
+    for t in range(a.shape[-1]):
+        acc += a[..., t] * b[..., t]
+    return acc
+
+
+class _Attention:
+    """Scores, probabilities and output of one problem, in (batch, heads, ...)
+    order, with k and v repeated over each kv head's group of query heads."""
+
+    def __init__(self, q, k, v, causal, softmax_scale, window_size, align, dtype, plain):
+        self.dtype, self.dot = dtype, (_dot_plain if plain else _dot_exact)
+        self.heads_kv, self.group = k.shape[2], q.shape[2] // k.shape[2]
+        heads = lambda x: np.asarray(x).astype(dtype).transpose(0, 2, 1, 3)  # (b, h, s, d)
+        self.q = heads(q)
+        self.k = np.repeat(heads(k), self.group, axis=1)
+        self.v = np.repeat(heads(v), self.group, axis=1)
+        self.scale = dtype(1.0 / np.sqrt(q.shape[3]) if softmax_scale is None else softmax_scale)
+        s = self.matmul_t(self.q, self.k) * self.scale
+        s = np.where(visible(q.shape[1], k.shape[1], causal, window_size, align), s, -np.inf)
+        m = s.max(axis=-1, keepdims=True, initial=-np.inf)
+        # A row with no visible key has m = -inf; -inf - -inf would be NaN.
+        m = np.where(np.isfinite(m), m, 0).astype(dtype)
+        p = np.exp(s - m)
+        total = self.dot(p, np.ones_like(p))[..., None]
+        self.p = p / np.where(total > 0, total, 1)
+        with np.errstate(divide="ignore"):
+            self.lse = (m + np.log(total))[..., 0]
+        self.o = self.matmul(self.p, self.v)
+
+    def matmul_t(self, a, b):
+        """a (.., i, t) times b (.., j, t) transposed: (.., i, j)."""
+        return self.dot(a[..., :, None, :], b[..., None, :, :])
+
+    def matmul(self, a, b):
+        """a (.., i, t) times b (.., t, d): (.., i, d)."""
+        return self.matmul_t(a, np.swapaxes(b, -1, -2))
+
+    def fold(self, g):
+        """Sum (b, heads_q, s, d) over each group of query heads, one at a time."""
+        g = g.reshape(g.shape[0], self.heads_kv, self.group, *g.shape[2:])
+        acc = g[:, :, 0].copy()
+        for h in range(1, self.group):
+            acc += g[:, :, h]
+        return acc
+
+
+def _bshd(x):
+    return x.transpose(0, 2, 1, 3)
+
+
 def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
-              align="bottom-right", dtype=np.float64):
-    """O (batch, seq_q, heads, dim) and LSE (batch, heads, seq_q), computed in
-    `dtype` from q, k, v (any float arrays, (batch, seq, heads, dim)).
+              align="bottom-right", dtype=np.float64, plain=False):
+    """O (batch, seq_q, heads, dim) and LSE (batch, heads, seq_q) in `dtype`.
     Rows that see no key: O = 0, LSE = -inf."""
-    q, k, v = (np.asarray(x).astype(dtype) for x in (q, k, v))
-    group = q.shape[2] // k.shape[2]
-    k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
-    scale = dtype(1.0 / np.sqrt(q.shape[3]) if softmax_scale is None else softmax_scale)
-    s = np.einsum("bihd,bjhd->bhij", q, k) * scale
-    mask = visible(q.shape[1], k.shape[1], causal, window_size, align)
-    s = np.where(mask, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True, initial=-np.inf)
-    # A row with no visible key has m = -inf; -inf - -inf would be NaN.
-    m_safe = np.where(np.isfinite(m), m, 0)
-    p = np.exp(s - m_safe)
-    total = p.sum(axis=-1, keepdims=True)
-    o = np.einsum("bhij,bjhd->bihd", p / np.where(total > 0, total, 1), v)
-    with np.errstate(divide="ignore"):
-        lse = (m_safe + np.log(total))[..., 0]
-    return o.astype(dtype), lse.astype(dtype)
+    a = _Attention(q, k, v, causal, softmax_scale, window_size, align, dtype, plain)
+    return _bshd(a.o), a.lse
+
+
+def attention_backward(dout, q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
+                       align="bottom-right", dtype=np.float64, plain=False, out=None):
+    """dq, dk, dv for upstream gradient dout, by the textbook formulas:
+        dV = P^T dO,  dP = dO V^T,  D = rowsum(dO * O),  dS = P * (dP - D),
+        dQ = scale dS K,  dK = scale dS^T Q,
+    dk and dv summed over each kv head's group of query heads. out, when
+    given, is the O used for D (as the backward's contract says); else O
+    is recomputed."""
+    a = _Attention(q, k, v, causal, softmax_scale, window_size, align, dtype, plain)
+    do = _bshd(np.asarray(dout).astype(dtype))
+    o = a.o if out is None else _bshd(np.asarray(out).astype(dtype))
+    pt = np.swapaxes(a.p, -1, -2)
+    dv = a.matmul(pt, do)
+    dp = a.matmul_t(do, a.v)
+    ds = a.p * (dp - a.dot(do, o)[..., None])
+    dq = a.matmul(ds, a.k) * a.scale
+    dk = a.matmul(np.swapaxes(ds, -1, -2), a.q) * a.scale
+    return _bshd(dq), _bshd(a.fold(dk)), _bshd(a.fold(dv))
