@@ -173,7 +173,7 @@ static void test_bad_headers(void) {
     expect_bad(1, many, "more than");
 
     /* the prefix itself */
-    unsigned char buf[64];
+    unsigned char buf[256];
     char err[256] = "";
     fa_npy_header h;
     size_t n = make_file(buf, 1, "{}");
