@@ -122,6 +122,7 @@ typedef struct flashattn_params {
     int num_threads;         /* 0: OpenMP default */
     int deterministic;       /* forward is always deterministic; used by backward */
     uint32_t reserved_flags; /* must be 0 (room for masks, bias, dropout...) */
+    int num_splits;          /* decode: parts each sequence's keys are cut into; 0: automatic */
 } flashattn_params;
 
 FLASHATTN_API void flashattn_params_init(flashattn_params *p);
@@ -149,6 +150,105 @@ FLASHATTN_API flashattn_status flashattn_fwd(
     const flashattn_tensor *q, const flashattn_tensor *k, const flashattn_tensor *v,
     const flashattn_tensor *o, float *lse, const flashattn_params *p,
     void *workspace, size_t workspace_bytes);
+
+/* ---- Decode: attention against a KV cache (inference) -------------------
+ *
+ * One generation step (or a chunk of prompt) against a cache of keys and
+ * values, as FlashAttention-2's flash_attn_with_kvcache.
+ *
+ * The cache, contiguous or paged (initialise with flashattn_kv_cache_init):
+ *   contiguous (block_table == NULL):
+ *     k, v   [batch, capacity, heads_kv, head_dim], any strides (stride_dim 1)
+ *   paged (block_table != NULL), as vLLM's and FlashAttention-2's paged KV:
+ *     k, v   the page pool [num_pages, page_size, heads_kv, head_dim]
+ *            (its batch dimension counts pages, its seqlen is the page size)
+ *     block_table  int32 [batch, max_pages_per_seq], row-major: row j of
+ *            sequence b lives in page block_table[b][j / page_size], slot
+ *            j % page_size. Only the entries covering a sequence's rows
+ *            (after the append) are read; each must be in [0, num_pages).
+ *     capacity = max_pages_per_seq * page_size
+ *   seqlens_i32 or seqlens_i64 (exactly one) [batch]: rows already valid in
+ *     each sequence, before this call's append. The call does not change
+ *     them: add seq_new yourself afterwards.
+ *   k and v share one dtype (f32, f16, bf16) and one shape.
+ */
+typedef struct flashattn_kv_cache {
+    size_t struct_size; /* sizeof(flashattn_kv_cache), set by _init */
+    flashattn_tensor k, v;
+    const int32_t *block_table; /* NULL: contiguous cache */
+    int64_t max_pages_per_seq;  /* paged only */
+    const int32_t *seqlens_i32;
+    const int64_t *seqlens_i64;
+} flashattn_kv_cache;
+
+FLASHATTN_API void flashattn_kv_cache_init(flashattn_kv_cache *c);
+
+/* Most parts params.num_splits may ask for. */
+#define FLASHATTN_MAX_SPLITS 128
+
+/*
+ * Decode, two-phase like the forward:
+ *   q       [batch, seq_q, heads_q, head_dim]   any dtype
+ *   k_new, v_new  [batch, seq_new, heads_kv, head_dim], any dtype, or both
+ *           NULL: written in place into each sequence's cache rows
+ *           seqlens[b] .. seqlens[b] + seq_new - 1 (converted to the cache's
+ *           dtype, round to nearest even) before the attention, which then
+ *           covers them.
+ *   o       [batch, seq_q, heads_q, head_dim]   any dtype
+ *   lse     [batch, heads_q, seq_q] float32, natural log, or NULL
+ * Sequence b attends over its len_b = seqlens[b] + seq_new rows exactly as
+ * flashattn_fwd does with seq_k = len_b: causal and window are aligned to
+ * each sequence's own length (bottom-right: the last query is row len_b - 1;
+ * top-left: query i is row i). len_b = 0 gives O = 0 and LSE = -inf.
+ *
+ * The query heads sharing a kv-head are processed together, so each cache
+ * element is read once per kv-head, not once per query head. When
+ * batch * heads_kv leaves threads idle, each sequence's keys are split into
+ * params.num_splits parts (0: automatic; 1..FLASHATTN_MAX_SPLITS) computed in
+ * parallel and merged exactly as flashattn_merge does. Results are
+ * bit-identical whatever the thread count for a given num_splits; the
+ * automatic choice follows the thread count, so set num_splits when you need
+ * bitwise reproducibility across thread counts. block_n: keys per step
+ * (0: automatic); block_m: query rows of one kv-head per work item.
+ *
+ * The workspace depends on shapes, capacity and params, never on the seqlens
+ * values, so one workspace serves every step of a generation.
+ * On any error nothing is written, neither to the cache nor to o and lse:
+ * seqlens < 0 or beyond the capacity, an append that would overflow it,
+ * block-table entries out of range, a workspace too small... Not checked:
+ * two sequences appending into the same page, or a cache that overlaps q,
+ * o or k_new.
+ */
+FLASHATTN_API flashattn_status flashattn_decode_workspace_size(
+    const flashattn_tensor *q, const flashattn_kv_cache *cache, const flashattn_tensor *k_new,
+    const flashattn_tensor *v_new, const flashattn_tensor *o, const float *lse,
+    const flashattn_params *p, size_t *workspace_bytes);
+
+FLASHATTN_API flashattn_status flashattn_decode(
+    const flashattn_tensor *q, const flashattn_kv_cache *cache, const flashattn_tensor *k_new,
+    const flashattn_tensor *v_new, const flashattn_tensor *o, float *lse,
+    const flashattn_params *p, void *workspace, size_t workspace_bytes);
+
+/*
+ * Merge partial results over disjoint sets of keys into the result over
+ * their union, exactly (split-KV, long contexts processed in pieces,
+ * sequence-parallel and ring attention across processes):
+ *     LSE = log sum_n exp(LSE_n)      O = sum_n exp(LSE_n - LSE) O_n
+ *   o_parts[n]    [batch, seq, heads, head_dim], any dtype (f32 partials keep
+ *                 the merge exact to f32 rounding)
+ *   lse_parts[n]  [batch, heads, seq] float32, natural log, as flashattn_fwd
+ *                 writes it; finite or -inf
+ *   o             same shape, any dtype; lse [batch, heads, seq] or NULL
+ * A part whose LSE is -inf for a row contributes nothing to that row (its O
+ * row is not read); a row whose parts are all -inf gets O = 0, LSE = -inf.
+ * o may be o_parts[k] with the same strides and lse may be lse_parts[k]
+ * (accumulating in place): each row is read in full before it is written.
+ * p may be NULL; only num_threads is used.
+ */
+FLASHATTN_API flashattn_status flashattn_merge(int64_t n_parts, const flashattn_tensor *o_parts,
+                                               const float *const *lse_parts,
+                                               const flashattn_tensor *o, float *lse,
+                                               const flashattn_params *p);
 
 /* Short reason for a status code (never NULL). */
 FLASHATTN_API const char *flashattn_strerror(flashattn_status s);

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/status.h"
@@ -125,6 +126,169 @@ static int rows_distinct(const flashattn_tensor *t) {
         extent = stride[a] * (size[a] - 1) + extent; /* no overflow: tensor_extent passed */
     }
     return 1;
+}
+
+static flashattn_status check_seqlens(const fa_decode_problem *dp, int64_t capacity,
+                                      int64_t num_pages) {
+    for (int64_t b = 0; b < dp->base.batch; b++) {
+        const int64_t len = fa_decode_cached(dp, b);
+        if (len < 0 || len > capacity)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                           "cache seqlens[%lld] = %lld: must be in 0..%lld (the capacity)",
+                           (long long)b, (long long)len, (long long)capacity);
+        if (dp->seq_new > capacity - len)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                           "appending %lld rows to sequence %lld (%lld rows) overflows the "
+                           "cache capacity %lld",
+                           (long long)dp->seq_new, (long long)b, (long long)len,
+                           (long long)capacity);
+        if (!dp->block_table) continue;
+        const int64_t pages = (len + dp->seq_new + dp->page_size - 1) / dp->page_size;
+        for (int64_t i = 0; i < pages; i++) {
+            const int32_t e = dp->block_table[b * dp->max_pages + i];
+            if (e < 0 || e >= num_pages)
+                return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                               "block_table[%lld][%lld] = %d: not a page of the pool (0..%lld)",
+                               (long long)b, (long long)i, (int)e, (long long)num_pages - 1);
+        }
+    }
+    return FLASHATTN_OK;
+}
+
+/* The cache's k and v, their layout, the lengths and the block table. */
+static flashattn_status check_cache(const flashattn_kv_cache *c, const flashattn_tensor *q,
+                                    int appending, fa_decode_problem *dp, int64_t *capacity) {
+    flashattn_status s;
+    if (!c) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "cache is NULL");
+    if (c->struct_size != sizeof *c)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                       "cache.struct_size is %zu: initialise it with flashattn_kv_cache_init()",
+                       c->struct_size);
+    if ((s = check_tensor(&c->k, "cache.k")) || (s = check_tensor(&c->v, "cache.v"))) return s;
+    if (c->k.dtype != c->v.dtype)
+        return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "cache.k and cache.v must have the same dtype");
+    if (c->k.batch != c->v.batch || c->k.seqlen != c->v.seqlen || c->k.heads != c->v.heads ||
+        c->k.head_dim != c->v.head_dim)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "cache.k and cache.v must have the same shape");
+    if (c->k.head_dim != q->head_dim)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "the cache's head_dim must be q's");
+    if (appending && (!rows_distinct(&c->k) || !rows_distinct(&c->v)))
+        return fa_fail(FLASHATTN_ERR_BAD_STRIDE,
+                       "cache.k/v: strides make distinct rows overlap, cannot append");
+    if (q->batch > 0 && !c->seqlens_i32 && !c->seqlens_i64)
+        return fa_fail(FLASHATTN_ERR_NULL_POINTER, "cache.seqlens_i32 and seqlens_i64 are NULL");
+    if (c->seqlens_i32 && c->seqlens_i64)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "set one of cache.seqlens_i32 and seqlens_i64");
+    dp->seqlens_i32 = c->seqlens_i32;
+    dp->seqlens_i64 = c->seqlens_i64;
+    dp->block_table = c->block_table;
+    if (!c->block_table) {
+        if (c->k.batch != q->batch)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "a contiguous cache must have q's batch");
+        *capacity = c->k.seqlen;
+        return FLASHATTN_OK;
+    }
+    size_t entries;
+    if (c->k.seqlen < 1)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "paged cache: page_size (cache.k.seqlen) must be >= 1");
+    if (c->max_pages_per_seq < 0)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "cache.max_pages_per_seq must be >= 0");
+    if (__builtin_mul_overflow(c->max_pages_per_seq, c->k.seqlen, capacity) ||
+        !fa_mul_size((size_t)q->batch, (size_t)c->max_pages_per_seq, &entries) ||
+        !fa_mul_size(entries, sizeof(int32_t), &entries))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "paged cache: capacity or block table overflows");
+    dp->max_pages = c->max_pages_per_seq;
+    dp->page_size = c->k.seqlen;
+    return FLASHATTN_OK;
+}
+
+flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_kv_cache *c,
+                                    const flashattn_tensor *k_new, const flashattn_tensor *v_new,
+                                    const flashattn_tensor *o, float *lse,
+                                    const flashattn_params *p, fa_decode_problem *dp) {
+    flashattn_status s;
+    int64_t capacity = 0;
+    memset(dp, 0, sizeof *dp);
+    if ((s = check_tensor(q, "q")) || (s = check_tensor(o, "o"))) return s;
+    if ((k_new == NULL) != (v_new == NULL))
+        return fa_fail(FLASHATTN_ERR_NULL_POINTER, "give both k_new and v_new, or neither");
+    if ((s = check_cache(c, q, k_new != NULL, dp, &capacity))) return s;
+    const int64_t heads_kv = c->k.heads, d = q->head_dim;
+    if (o->batch != q->batch || o->seqlen != q->seqlen || o->heads != q->heads ||
+        o->head_dim != d)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "o must have q's shape");
+    if (q->heads % heads_kv != 0)
+        return fa_fail(FLASHATTN_ERR_BAD_HEADS, "heads_q (%lld) is not a multiple of heads_kv (%lld)",
+                       (long long)q->heads, (long long)heads_kv);
+    if (!rows_distinct(o))
+        return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "o: strides make distinct rows overlap");
+    if (k_new) {
+        if ((s = check_tensor(k_new, "k_new")) || (s = check_tensor(v_new, "v_new"))) return s;
+        const flashattn_tensor *t[2] = {k_new, v_new};
+        for (int i = 0; i < 2; i++)
+            if (t[i]->batch != q->batch || t[i]->seqlen != k_new->seqlen ||
+                t[i]->heads != heads_kv || t[i]->head_dim != d)
+                return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                               "k_new and v_new must be [q's batch, seq_new, the cache's heads, head_dim]");
+        dp->k_new = k_new, dp->v_new = v_new;
+        dp->seq_new = k_new->seqlen;
+    }
+    size_t lse_elems;
+    if (!fa_mul_size((size_t)q->batch, (size_t)q->heads, &lse_elems) ||
+        !fa_mul_size(lse_elems, (size_t)q->seqlen, &lse_elems) ||
+        !fa_mul_size(lse_elems, sizeof(float), &lse_elems))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "lse: byte size overflows size_t");
+    if (p->num_splits < 0 || p->num_splits > FLASHATTN_MAX_SPLITS)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.num_splits is %d: must be 0..%d",
+                       p->num_splits, FLASHATTN_MAX_SPLITS);
+    dp->base.batch = q->batch;
+    if ((s = check_seqlens(dp, capacity, c->k.batch))) return s;
+
+    fa_problem *pb = &dp->base;
+    pb->q = q, pb->k = &c->k, pb->v = &c->v, pb->o = o, pb->lse = lse;
+    pb->seq_q = q->seqlen;
+    pb->seq_k = capacity;
+    pb->heads_q = q->heads;
+    pb->heads_kv = heads_kv;
+    pb->head_dim = d;
+    pb->head_dim_pad = (d + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
+    pb->group = q->heads / heads_kv;
+    float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)d);
+    pb->scale_log2 = scale * 1.4426950408889634f;
+    dp->top_left = p->align == FLASHATTN_ALIGN_TOP_LEFT;
+    /* As in the forward, with the capacity bounding every sequence. */
+    pb->left = p->window_left;
+    pb->right = p->window_right;
+    if (pb->left > pb->seq_q + capacity) pb->left = -1;
+    if (pb->right > pb->seq_q + capacity) pb->right = -1;
+    if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
+    return FLASHATTN_OK;
+}
+
+flashattn_status fa_validate_merge(int64_t n, const flashattn_tensor *parts,
+                                   const float *const *lse_parts, const flashattn_tensor *o) {
+    flashattn_status s;
+    if (n < 0) return fa_fail(FLASHATTN_ERR_BAD_PARAM, "n_parts is %lld: must be >= 0", (long long)n);
+    if ((s = check_tensor(o, "o"))) return s;
+    if (!rows_distinct(o))
+        return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "o: strides make distinct rows overlap");
+    const int64_t rows = o->batch * o->seqlen * o->heads;
+    if (n > 0 && (!parts || !lse_parts))
+        return fa_fail(FLASHATTN_ERR_NULL_POINTER, "o_parts or lse_parts is NULL");
+    for (int64_t i = 0; i < n; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "o_parts[%lld]", (long long)i);
+        if ((s = check_tensor(&parts[i], name))) return s;
+        if (parts[i].batch != o->batch || parts[i].seqlen != o->seqlen ||
+            parts[i].heads != o->heads || parts[i].head_dim != o->head_dim)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "%s must have o's shape", name);
+        if (!lse_parts[i] && rows > 0)
+            return fa_fail(FLASHATTN_ERR_NULL_POINTER, "lse_parts[%lld] is NULL", (long long)i);
+    }
+    size_t bytes;
+    if (!fa_mul_size((size_t)rows, sizeof(float), &bytes))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "lse: byte size overflows size_t");
+    return FLASHATTN_OK;
 }
 
 flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tensor *k,

@@ -5,10 +5,22 @@
 #include <stddef.h>
 
 #include "driver/problem.h"
+#include "driver/decode_problem.h"
 
 /* Copy user params (NULL: defaults) into a full-size struct after checking
  * struct_size, so later fields can be added without breaking old callers. */
 flashattn_status fa_read_params(const flashattn_params *user, flashattn_params *out);
+
+/* Validate a decode problem (q, the cache, optional appends, o, lse) and
+ * fill dp; reads the seqlens and the block table, writes nothing. */
+flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_kv_cache *cache,
+                                    const flashattn_tensor *k_new, const flashattn_tensor *v_new,
+                                    const flashattn_tensor *o, float *lse,
+                                    const flashattn_params *p, fa_decode_problem *dp);
+
+/* Validate the inputs of flashattn_merge (lse is never checked: optional). */
+flashattn_status fa_validate_merge(int64_t n, const flashattn_tensor *parts,
+                                   const float *const *lse_parts, const flashattn_tensor *o);
 
 /* Validate a forward problem and fill pb. */
 flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tensor *k,

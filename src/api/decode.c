@@ -1,0 +1,90 @@
+/* Public decode calls: validate, plan, then hand over to the driver. */
+#include "api/decode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/status.h"
+#include "api/validate.h"
+#include "dispatch/isa.h"
+#include "driver/decode.h"
+
+void flashattn_kv_cache_init(flashattn_kv_cache *c) {
+    if (!c) return;
+    memset(c, 0, sizeof *c);
+    c->struct_size = sizeof *c;
+}
+
+static flashattn_status prepare(const flashattn_tensor *q, const flashattn_kv_cache *cache,
+                                const flashattn_tensor *k_new, const flashattn_tensor *v_new,
+                                const flashattn_tensor *o, float *lse,
+                                const flashattn_params *user, const fa_kernels *kern,
+                                fa_decode_problem *dp, fa_decode_plan *plan) {
+    flashattn_params p;
+    flashattn_status s;
+    fa_clear_error();
+    if (!kern) return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "kernel path not available on this CPU");
+    if ((s = fa_read_params(user, &p))) return s;
+    if ((s = fa_validate_decode(q, cache, k_new, v_new, o, lse, &p, dp))) return s;
+    return fa_plan_decode(dp, &p, kern, plan);
+}
+
+flashattn_status fa_decode_workspace_size_ex(const flashattn_tensor *q,
+                                             const flashattn_kv_cache *cache,
+                                             const flashattn_tensor *k_new,
+                                             const flashattn_tensor *v_new,
+                                             const flashattn_tensor *o, const float *lse,
+                                             const flashattn_params *p, const fa_kernels *kern,
+                                             size_t *workspace_bytes) {
+    fa_decode_problem dp;
+    fa_decode_plan plan;
+    if (!workspace_bytes) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "workspace_bytes is NULL");
+    flashattn_status s = prepare(q, cache, k_new, v_new, o, (float *)lse, p, kern, &dp, &plan);
+    if (s) return s;
+    *workspace_bytes = plan.workspace_bytes;
+    return FLASHATTN_OK;
+}
+
+flashattn_status fa_decode_ex(const flashattn_tensor *q, const flashattn_kv_cache *cache,
+                              const flashattn_tensor *k_new, const flashattn_tensor *v_new,
+                              const flashattn_tensor *o, float *lse, const flashattn_params *p,
+                              void *workspace, size_t workspace_bytes, const fa_kernels *kern) {
+    fa_decode_problem dp;
+    fa_decode_plan plan;
+    flashattn_status s = prepare(q, cache, k_new, v_new, o, lse, p, kern, &dp, &plan);
+    if (s) return s;
+    if (dp.base.batch == 0 || (dp.base.seq_q == 0 && dp.seq_new == 0)) return FLASHATTN_OK;
+    void *owned = NULL;
+    if (!workspace) {
+        workspace = owned = malloc(plan.workspace_bytes);
+        if (!owned)
+            return fa_fail(FLASHATTN_ERR_OUT_OF_MEMORY, "could not allocate %zu workspace bytes",
+                           plan.workspace_bytes);
+    } else if (workspace_bytes < plan.workspace_bytes) {
+        return fa_fail(FLASHATTN_ERR_WORKSPACE_TOO_SMALL, "workspace has %zu bytes, needs %zu",
+                       workspace_bytes, plan.workspace_bytes);
+    }
+    fa_decode_run(&dp, &plan, kern, workspace);
+    free(owned);
+    return FLASHATTN_OK;
+}
+
+flashattn_status flashattn_decode_workspace_size(const flashattn_tensor *q,
+                                                 const flashattn_kv_cache *cache,
+                                                 const flashattn_tensor *k_new,
+                                                 const flashattn_tensor *v_new,
+                                                 const flashattn_tensor *o, const float *lse,
+                                                 const flashattn_params *p,
+                                                 size_t *workspace_bytes) {
+    return fa_decode_workspace_size_ex(q, cache, k_new, v_new, o, lse, p, fa_active_kernels(),
+                                       workspace_bytes);
+}
+
+flashattn_status flashattn_decode(const flashattn_tensor *q, const flashattn_kv_cache *cache,
+                                  const flashattn_tensor *k_new, const flashattn_tensor *v_new,
+                                  const flashattn_tensor *o, float *lse,
+                                  const flashattn_params *p, void *workspace,
+                                  size_t workspace_bytes) {
+    return fa_decode_ex(q, cache, k_new, v_new, o, lse, p, workspace, workspace_bytes,
+                        fa_active_kernels());
+}

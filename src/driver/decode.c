@@ -1,0 +1,105 @@
+/*
+ * Decode driver, one parallel region in three phases:
+ *   1. append k_new / v_new into the cache (then a barrier: every item
+ *      may read the new rows);
+ *   2. work items (sequence, row tile, split, kv-head), dynamically
+ *      scheduled; with one split they write O and LSE directly, else each
+ *      writes its split's partial (O, LSE) into the workspace;
+ *   3. with several splits, after a barrier, the exact merge of the
+ *      partials (the same code as flashattn_merge) into O and LSE.
+ * kv-head is the innermost item index so that threads running at the same
+ * time read neighbouring rows of a [seq, heads_kv, dim] cache.
+ * Nothing is allocated here: every buffer is a slice of the workspace.
+ */
+#include "driver/decode.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "driver/merge.h"
+#include "driver/pack.h"
+#include "driver/threads.h"
+
+void fa_decode_append(const fa_decode_problem *dp, const fa_kernels *kern, int64_t b, int64_t j,
+                      float *tmp) {
+    const fa_problem *pb = &dp->base;
+    const int64_t row = fa_decode_cached(dp, b) + j, d = pb->head_dim;
+    const flashattn_tensor *src[2] = {dp->k_new, dp->v_new}, *dst[2] = {pb->k, pb->v};
+    for (int64_t hk = 0; hk < pb->heads_kv; hk++)
+        for (int t = 0; t < 2; t++) {
+            const void *from = fa_row_ptr(src[t], b, j, hk);
+            void *to = fa_cache_row(dp, dst[t], b, row, hk);
+            if (src[t]->dtype == dst[t]->dtype) {
+                memcpy(to, from, (size_t)d * (dst[t]->dtype == FLASHATTN_F32 ? 4 : 2));
+            } else {
+                kern->load(tmp, from, src[t]->dtype, d, 1.0f);
+                kern->store(to, dst[t]->dtype, tmp, d, 1.0f);
+            }
+        }
+}
+
+void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
+                   const fa_kernels *kern, void *ws) {
+    const fa_problem *pb = &dp->base;
+    float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    const int splits = plan->num_splits;
+    float *part_area = base + plan->thread_floats * (size_t)plan->threads;
+
+    /* Split s's partials: an f32 O shaped like the user's, rows padded to
+     * head_dim_pad, and an LSE array laid out like the user's. */
+    flashattn_tensor parts[FLASHATTN_MAX_SPLITS];
+    const float *part_lse[FLASHATTN_MAX_SPLITS];
+    const int64_t dpad = pb->head_dim_pad;
+    for (int s = 0; s < splits && splits > 1; s++) {
+        float *o = part_area + (plan->part_floats + plan->part_lse_floats) * (size_t)s;
+        flashattn_tensor t = {o,
+                              FLASHATTN_F32,
+                              pb->batch,
+                              pb->seq_q,
+                              pb->heads_q,
+                              pb->head_dim,
+                              pb->seq_q * pb->heads_q * dpad,
+                              pb->heads_q * dpad,
+                              dpad,
+                              1};
+        parts[s] = t;
+        part_lse[s] = o + plan->part_floats;
+    }
+    const fa_merge_job job = {splits, parts, part_lse, pb->o, pb->lse};
+
+    const int64_t appends = dp->k_new ? pb->batch * dp->seq_new : 0;
+    const int64_t per_seq = plan->row_tiles * splits * pb->heads_kv;
+    const int64_t items = pb->seq_q > 0 ? pb->batch * per_seq : 0;
+    const int64_t merge_rows = splits > 1 ? pb->batch * pb->heads_q * pb->seq_q : 0;
+    const int64_t merge_units = (merge_rows + FA_MERGE_ROWS - 1) / FA_MERGE_ROWS;
+
+#pragma omp parallel num_threads(plan->threads)
+    {
+        float *tw = base + plan->thread_floats * (size_t)fa_thread_id();
+        /* the last head_dim_pad floats of the area: free during appends */
+        float *row_tmp = tw + plan->thread_floats - (size_t)dpad;
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < appends; it++)
+            fa_decode_append(dp, kern, it / dp->seq_new, it % dp->seq_new, row_tmp);
+        /* implicit barrier: the new rows are in the cache */
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < items; it++) {
+            const int64_t b = it / per_seq, r = it % per_seq;
+            const int64_t hk = r % pb->heads_kv;
+            const int split = (int)(r / pb->heads_kv % splits);
+            const int64_t tile = r / pb->heads_kv / splits;
+            if (splits > 1)
+                fa_decode_item(dp, plan, kern, b, hk, tile, split, &parts[split],
+                               (float *)part_lse[split], tw);
+            else
+                fa_decode_item(dp, plan, kern, b, hk, tile, 0, pb->o, pb->lse, tw);
+        }
+        /* implicit barrier: every split's partials are written */
+#pragma omp for schedule(static)
+        for (int64_t u = 0; u < merge_units; u++) {
+            const int64_t t0 = u * FA_MERGE_ROWS;
+            fa_merge_rows(kern, &job, t0, t0 + FA_MERGE_ROWS < merge_rows ? t0 + FA_MERGE_ROWS
+                                                                          : merge_rows);
+        }
+    }
+}

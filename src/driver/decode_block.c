@@ -1,0 +1,161 @@
+/*
+ * One decode work item: the rows of a row tile, all sharing kv-head hk of
+ * sequence b, against the keys of one split, read straight from the cache
+ * one step of block_n keys at a time.
+ *
+ * GQA packing: row r of the tile is query i = (r0 + r) / group of query
+ * head hk * group + (r0 + r) % group, so every query head of the group
+ * (and every query row) uses each cache element while it is in L1: the
+ * cache is read once per kv-head, not once per query head.
+ *
+ *   for each step of keys:
+ *       K rows -> f32;   S^T = K Q^T    (cache rows are the GEMM's broadcast
+ *                                        operand: K is never transposed;
+ *                                        only the small S^T is)
+ *       mask, m' = max(m, rowmax S), P = exp2(S - m'), l = l*2^(m-m') + rowsum P
+ *       V rows -> f32;   acc = acc*2^(m-m') + P V
+ *   O = acc / l,  LSE = ln2 * (m + log2 l)
+ *
+ * Decode is bound by memory: while one step is converted, the rows of the
+ * next one are prefetched into L2 (cache rows of one kv-head are strided,
+ * heads_kv rows apart, which the hardware prefetchers follow poorly).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "driver/decode.h"
+#include "driver/pack.h"
+
+#define FA_LN2 0.69314718055994530942
+
+static size_t round16(size_t x) { return (x + 15) / 16 * 16; }
+
+/* -inf outside [lo, end) for the row's keys [j0, j0 + n). */
+static void mask_row(float *s, int64_t j0, int64_t n, int64_t lo, int64_t end) {
+    for (int64_t j = 0; j < n && j0 + j < lo; j++) s[j] = -INFINITY;
+    for (int64_t j = end - j0 > 0 ? end - j0 : 0; j < n; j++) s[j] = -INFINITY;
+}
+
+static void prefetch_row(const void *p, int64_t bytes) {
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)p + off, 0, 2);
+}
+
+/* Keys [*j_beg, *j_end) of split `split`: consecutive parts of [lo, end),
+ * each a whole number of steps; late splits may be empty. */
+static void split_range(int64_t lo, int64_t end, int split, int splits, int64_t bn,
+                        int64_t *j_beg, int64_t *j_end) {
+    if (end <= lo) {
+        *j_beg = *j_end = lo;
+        return;
+    }
+    int64_t per = (end - lo + splits - 1) / splits;
+    per = (per + bn - 1) / bn * bn;
+    int64_t a = lo + per * split;
+    *j_beg = a < end ? a : end;
+    *j_end = a + per < end ? a + per : end;
+}
+
+void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
+                    const fa_kernels *kern, int64_t b, int64_t hk, int64_t tile, int split,
+                    const flashattn_tensor *o, float *lse, float *tw) {
+    const fa_problem seq = fa_decode_seq(dp, b);
+    const fa_problem *pb = &seq;
+    const int64_t d = pb->head_dim, dpad = pb->head_dim_pad, g = pb->group;
+    const int64_t bn = plan->block_n, mp = plan->rows_pad;
+    const int mr = kern->mr, nr = kern->nr;
+    const int64_t r0 = tile * plan->block_m;
+    const int m = (int)(g * pb->seq_q - r0 < plan->block_m ? g * pb->seq_q - r0 : plan->block_m);
+    const size_t kbytes = (size_t)d * (pb->k->dtype == FLASHATTN_F32 ? 4 : 2);
+    float *qt = tw;                                        /* [d][mp]  */
+    float *st = qt + round16((size_t)(d * mp));             /* [bn][mp] */
+    float *s = st + round16((size_t)(bn * mp));             /* [m][bn]  */
+    float *acc = s + round16((size_t)(bn * mp));            /* [m][dpad] */
+    float *kv = acc + round16((size_t)(plan->block_m * dpad)); /* [bn][d] K, then [bn][dpad] V */
+    float *mx = kv + round16((size_t)(bn * dpad));
+    float *ls = mx + round16((size_t)plan->block_m);
+    float *tmp = ls + round16((size_t)plan->block_m);      /* one row */
+
+    /* Q^T, pre-scaled into base 2; columns past m are zero so the padded
+     * S^T columns are finite (nothing reads them). */
+    for (int64_t c = 0; c < d; c++) memset(qt + c * mp + m, 0, (size_t)(mp - m) * sizeof(float));
+    for (int r = 0; r < m; r++) {
+        const int64_t i = (r0 + r) / g, h = hk * g + (r0 + r) % g;
+        kern->load(tmp, fa_row_ptr(pb->q, b, i, h), pb->q->dtype, d, pb->scale_log2);
+        for (int64_t c = 0; c < d; c++) qt[c * mp + r] = tmp[c];
+        mx[r] = -INFINITY;
+        ls[r] = 0.0f;
+    }
+
+    const int64_t i_first = r0 / g, i_last = (r0 + m - 1) / g;
+    int64_t j_beg, j_end;
+    split_range(fa_key_lo(pb, i_first), fa_key_end(pb, i_last), split, plan->num_splits, bn,
+                &j_beg, &j_end);
+    int first = 1;
+    for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
+        const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
+        for (int64_t j = 0; j < n; j++) {
+            kern->load(kv + j * d, fa_cache_row(dp, pb->k, b, j0 + j, hk), pb->k->dtype, d, 1.0f);
+            prefetch_row(fa_cache_row(dp, pb->v, b, j0 + j, hk), (int64_t)kbytes);
+        }
+        /* S^T[n x m] = K Q^T, then S = (S^T)^T for the row kernels */
+        for (int64_t j = 0; j < n; j += mr)
+            for (int64_t c = 0; c < mp; c += nr)
+                kern->gemm((int)(n - j < mr ? n - j : mr), (int)(mp - c < nr ? mp - c : nr), d,
+                           kv + j * d, d, qt + c, mp, st + j * mp + c, mp, 0);
+        for (int r = 0; r < m; r++)
+            for (int64_t j = 0; j < n; j++) s[r * bn + j] = st[j * mp + r];
+
+        /* Only steps that cut some row's visible range need the mask. */
+        const int full = fa_key_lo(pb, i_last) <= j0 && fa_key_end(pb, i_first) >= j0 + n;
+        for (int r = 0; r < m; r++) {
+            float *row = s + r * bn;
+            const int64_t i = (r0 + r) / g;
+            if (!full) mask_row(row, j0, n, fa_key_lo(pb, i), fa_key_end(pb, i));
+            const float bmax = kern->row_max(row, n);
+            const float mnew = bmax > mx[r] ? bmax : mx[r];
+            if (mnew == -INFINITY) {
+                /* Nothing visible to this row yet: P = 0, and keep m = -inf
+                 * (exp2(-inf - -inf) would be NaN). */
+                memset(row, 0, (size_t)n * sizeof(float));
+                continue;
+            }
+            const float alpha = exp2f(mx[r] - mnew); /* 0 when m was -inf */
+            ls[r] = ls[r] * alpha + kern->exp2_sum(row, n, mnew);
+            if (!first && alpha != 1.0f) kern->scale(acc + r * dpad, dpad, alpha);
+            mx[r] = mnew;
+        }
+
+        const int64_t j_next = j0 + bn;
+        for (int64_t j = 0; j < n; j++) {
+            float *vrow = kv + j * dpad;
+            kern->load(vrow, fa_cache_row(dp, pb->v, b, j0 + j, hk), pb->v->dtype, d, 1.0f);
+            if (dpad > d) memset(vrow + d, 0, (size_t)(dpad - d) * sizeof(float));
+            if (j_next + j < j_end)
+                prefetch_row(fa_cache_row(dp, pb->k, b, j_next + j, hk), (int64_t)kbytes);
+        }
+        /* acc (+)= P V; the first step overwrites, so acc needs no clearing */
+        for (int64_t c = 0; c < dpad; c += nr) {
+            const int n_cols = (int)(dpad - c < nr ? dpad - c : nr);
+            for (int r = 0; r < m; r += mr)
+                kern->gemm(m - r < mr ? m - r : mr, n_cols, n, s + r * bn, bn, kv + c, dpad,
+                           acc + r * dpad + c, dpad, !first);
+        }
+        first = 0;
+    }
+
+    for (int r = 0; r < m; r++) {
+        const int64_t i = (r0 + r) / g, h = hk * g + (r0 + r) % g;
+        void *orow = (void *)fa_row_ptr(o, b, i, h);
+        float row_lse;
+        if (ls[r] == 0.0f) {
+            /* The row saw no key (in this split): O = 0, LSE = -inf. */
+            memset(acc + r * dpad, 0, (size_t)d * sizeof(float));
+            kern->store(orow, o->dtype, acc + r * dpad, d, 1.0f);
+            row_lse = -INFINITY;
+        } else {
+            kern->store(orow, o->dtype, acc + r * dpad, d, 1.0f / ls[r]);
+            row_lse = (float)(FA_LN2 * ((double)mx[r] + log2((double)ls[r])));
+        }
+        if (lse) lse[(b * pb->heads_q + h) * pb->seq_q + i] = row_lse;
+    }
+}
