@@ -1,0 +1,19 @@
+/* AVX2 + FMA + F16C kernels: the fa_kernels_avx2 entries. */
+#ifndef FA_KERNELS_AVX2_H
+#define FA_KERNELS_AVX2_H
+
+#include "kernels/kernels.h"
+
+/* GEMM register tile; gemm_avx2.c explains the choice. */
+#define FA_AVX2_MR 6
+#define FA_AVX2_NR 16
+
+void fa_gemm_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                  int64_t ldb, float *c, int64_t ldc, int accumulate);
+float fa_row_max_avx2(const float *x, int64_t n);
+float fa_exp2_sum_avx2(float *x, int64_t n, float m);
+void fa_scale_avx2(float *x, int64_t n, float a);
+void fa_load_avx2(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
+void fa_store_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+
+#endif

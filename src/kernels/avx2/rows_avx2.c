@@ -1,0 +1,80 @@
+/*
+ * AVX2 row kernels (the "Vector" unit): max, exp2-and-sum, scale.
+ * Contract (kernels.h): rows of any length n >= 0, any alignment; 8 floats
+ * per vector. AVX2 has no cheap lane masks, so the last n % 8 elements go
+ * through the scalar reference formula (row_max, scale: bit-identical) or
+ * a -inf padded vector (exp2_sum: the same exp2 on every element).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/avx2/avx2.h"
+#include "kernels/avx2/exp2_avx2.h"
+
+float fa_row_max_avx2(const float *x, int64_t n) {
+    /* VMAXPS returns its second operand when the first is NaN, so
+     * max(x, m) skips NaNs as the reference's (x > m ? x : m) does. Four
+     * accumulators hide the latency of the max chain. */
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+        m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
+        m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
+    }
+    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float m = _mm_cvtss_f32(h);
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    /* -0 and +0 compare equal, and the reference keeps the first one it
+     * meets; lanes lose that order, so find it again (rare: max is 0). */
+    if (m == 0.0f)
+        for (i = 0; i < n; i++)
+            if (x[i] == 0.0f) return x[i];
+    return m;
+}
+
+float fa_exp2_sum_avx2(float *x, int64_t n, float m) {
+    /* Two sums so consecutive vectors' additions do not wait on each other. */
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 e0 = fa_exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        const __m256 e1 = fa_exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        _mm256_storeu_ps(x + i, e0);
+        _mm256_storeu_ps(x + i + 8, e1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; i < n; i += 8) {
+        /* A partial vector is padded with -inf, whose exp2 is 0: the sum
+         * is unchanged and only the n - i real elements are copied back. */
+        float buf[8];
+        const int64_t len = n - i < 8 ? n - i : 8;
+        for (int j = 0; j < 8; j++) buf[j] = -INFINITY;
+        memcpy(buf, x + i, (size_t)len * sizeof(float));
+        const __m256 e = fa_exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(buf), vm));
+        _mm256_storeu_ps(buf, e);
+        memcpy(x + i, buf, (size_t)len * sizeof(float));
+        s0 = _mm256_add_ps(s0, e);
+    }
+    s0 = _mm256_add_ps(s0, s1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+void fa_scale_avx2(float *x, int64_t n, float a) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
+    for (; i < n; i++) x[i] *= a;
+}

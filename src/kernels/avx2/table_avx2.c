@@ -1,0 +1,15 @@
+/* The AVX2 kernel table; isa.c hands it out only when CPUID reports AVX2,
+ * FMA and F16C. */
+#include "kernels/avx2/avx2.h"
+
+const fa_kernels fa_kernels_avx2 = {
+    .isa = "avx2",
+    .mr = FA_AVX2_MR,
+    .nr = FA_AVX2_NR,
+    .gemm = fa_gemm_avx2,
+    .row_max = fa_row_max_avx2,
+    .exp2_sum = fa_exp2_sum_avx2,
+    .scale = fa_scale_avx2,
+    .load = fa_load_avx2,
+    .store = fa_store_avx2,
+};

@@ -1,0 +1,19 @@
+/* AVX-512 kernels (F, BW, VL, DQ + FMA, F16C): the fa_kernels_avx512 entries. */
+#ifndef FA_KERNELS_AVX512_H
+#define FA_KERNELS_AVX512_H
+
+#include "kernels/kernels.h"
+
+/* GEMM register tile; gemm_avx512.c explains the choice. */
+#define FA_AVX512_MR 12
+#define FA_AVX512_NR 32
+
+void fa_gemm_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                    int64_t ldb, float *c, int64_t ldc, int accumulate);
+float fa_row_max_avx512(const float *x, int64_t n);
+float fa_exp2_sum_avx512(float *x, int64_t n, float m);
+void fa_scale_avx512(float *x, int64_t n, float a);
+void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
+void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+
+#endif

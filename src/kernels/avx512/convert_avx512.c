@@ -1,0 +1,83 @@
+/*
+ * AVX-512 dtype conversions: load (dtype -> f32, times mul) and store
+ * (f32 times mul -> dtype, round to nearest even). Rows of any length,
+ * any alignment; the last partial vector goes through a lane mask.
+ * Results are bit-identical to kernels/ref/half.h:
+ *   f16 -> f32  VCVTPH2PS is exact (subnormals, inf, NaN included);
+ *   f32 -> f16  VCVTPS2PH with an explicit round-to-nearest-even immediate,
+ *               then NaNs rewritten to the reference's sign | 0x7e00;
+ *   bf16        integer shifts, the reference's RNE formula lane by lane.
+ */
+#include <immintrin.h>
+
+#include "kernels/avx512/avx512.h"
+
+static inline __mmask16 tail_mask(int64_t left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
+
+static inline __m512 bf16_to_f32(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __m256i f32_to_f16(__m512 x) {
+    __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* VCVTPS2PH keeps NaN payload bits; the reference makes every NaN the
+     * canonical quiet one, keeping only the sign. */
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    if (nan) {
+        const __m256i canon = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16((short)0x8000)),
+                                              _mm256_set1_epi16(0x7e00));
+        h = _mm256_mask_blend_epi16(nan, h, canon);
+    }
+    return h;
+}
+
+static inline __m256i f32_to_bf16(__m512 x) {
+    const __m512i u = _mm512_castps_si512(x);
+    /* Round to nearest even: add 0x7fff plus the lowest kept bit, then drop
+     * 16 bits; a carry out of the mantissa bumps the exponent, and the
+     * largest finite floats correctly round up to infinity. */
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rne = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+    /* NaN: keep sign and top payload bits, force the quiet bit (the
+     * rounding add could otherwise carry a NaN into infinity). */
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                  _mm512_set1_epi32(0x7f800000));
+    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rne, quiet));
+}
+
+void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul) {
+    const __m512 vm = _mm512_set1_ps(mul);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask(n - i);
+        __m512 x;
+        switch (dt) {
+        case FLASHATTN_F32: x = _mm512_maskz_loadu_ps(k, (const float *)src + i); break;
+        case FLASHATTN_F16:
+            x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)src + i));
+            break;
+        case FLASHATTN_BF16:
+            x = bf16_to_f32(_mm256_maskz_loadu_epi16(k, (const uint16_t *)src + i));
+            break;
+        default: return;
+        }
+        _mm512_mask_storeu_ps(dst + i, k, _mm512_mul_ps(x, vm));
+    }
+}
+
+void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
+    const __m512 vm = _mm512_set1_ps(mul);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask(n - i);
+        const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + i), vm);
+        switch (dt) {
+        case FLASHATTN_F32: _mm512_mask_storeu_ps((float *)dst + i, k, x); break;
+        case FLASHATTN_F16: _mm256_mask_storeu_epi16((uint16_t *)dst + i, k, f32_to_f16(x)); break;
+        case FLASHATTN_BF16: _mm256_mask_storeu_epi16((uint16_t *)dst + i, k, f32_to_bf16(x)); break;
+        default: return;
+        }
+    }
+}

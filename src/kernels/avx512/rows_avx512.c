@@ -1,0 +1,76 @@
+/*
+ * AVX-512 row kernels (the "Vector" unit): max, exp2-and-sum, scale.
+ * Contract (kernels.h): rows of any length n >= 0, any alignment; 16 floats
+ * per vector, the last partial vector through a lane mask, so nothing
+ * outside x[0..n) is read or written.
+ * row_max and scale give bit-identical results to the portable kernels;
+ * exp2_sum is within the exp2 bound of exp2_avx512.h per element, its sum
+ * in a different order.
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/avx512/avx512.h"
+#include "kernels/avx512/exp2_avx512.h"
+
+static inline __mmask16 tail_mask(int64_t left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
+
+float fa_row_max_avx512(const float *x, int64_t n) {
+    /* VMAXPS returns its second operand when the first is NaN, so
+     * max(x, m) skips NaNs as the reference's (x > m ? x : m) does. Four
+     * accumulators hide the 4-cycle latency of the max chain. */
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+        m1 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m1);
+        m2 = _mm512_max_ps(_mm512_loadu_ps(x + i + 32), m2);
+        m3 = _mm512_max_ps(_mm512_loadu_ps(x + i + 48), m3);
+    }
+    for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+    if (i < n) m0 = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, tail_mask(n - i), x + i), m0);
+    const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    /* -0 and +0 compare equal, and the reference keeps the first one it
+     * meets; lanes lose that order, so find it again (rare: max is 0). */
+    if (m == 0.0f)
+        for (i = 0; i < n; i++)
+            if (x[i] == 0.0f) return x[i];
+    return m;
+}
+
+float fa_exp2_sum_avx512(float *x, int64_t n, float m) {
+    /* Two sums so consecutive vectors' additions do not wait on each other. */
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 e0 = fa_exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+        const __m512 e1 = fa_exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vm));
+        _mm512_storeu_ps(x + i, e0);
+        _mm512_storeu_ps(x + i + 16, e1);
+        s0 = _mm512_add_ps(s0, e0);
+        s1 = _mm512_add_ps(s1, e1);
+    }
+    for (; i < n; i += 16) {
+        /* Masked-off lanes load -inf, whose exp2 is 0: the sum is unchanged. */
+        const __mmask16 k = tail_mask(n - i);
+        const __m512 xi = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, x + i);
+        const __m512 e = fa_exp2_avx512(_mm512_sub_ps(xi, vm));
+        _mm512_mask_storeu_ps(x + i, k, e);
+        s0 = _mm512_add_ps(s0, e);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+void fa_scale_avx512(float *x, int64_t n, float a) {
+    const __m512 va = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), va));
+    if (i < n) {
+        const __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), va));
+    }
+}

@@ -1,0 +1,340 @@
+/*
+ * Every SIMD kernel table this CPU can run against the portable kernels
+ * (kernels/ref), which define the contract of kernels.h.
+ *
+ * Pass rules: gemm, row_max, scale, load and store bit-identical to the
+ * reference (whole buffers compared, so writes outside the tile or row
+ * fail too). exp2_sum: each element within 4 ulp of exp2 of the float
+ * difference x - m evaluated in double, exactly +0 for -inf and for
+ * differences below -150; the sum within (n + 8) ulp of the exact sum of
+ * the exact terms (any summation order of n non-negative terms is within
+ * (n - 1) ulp; 8 more covers the terms' own 4 ulp).
+ * Sweeps follow XNNPACK's testers: every m up to MR, every n up to NR, k
+ * below, at and above the usual blocks, odd strides, misaligned pointers;
+ * a failure prints the table, the kernel and the shape.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ref/half.h"
+#include "kernels/ref/ref.h"
+#include "testutil.h"
+
+/* Random float of either sign over a wide range of magnitudes, with some
+ * signed zeros (0 * x and 0 + -0 are where sign rules show). */
+static float rand_float(uint64_t *rng) {
+    uint64_t r = tt_rand_u64(rng);
+    if (r % 23 == 0) return (r >> 8) & 1 ? -0.0f : 0.0f;
+    return (float)ldexp(tt_rand_normal(rng), (int)((r >> 16) % 17) - 8);
+}
+
+static float *alloc_floats(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
+
+static int64_t first_diff(const void *x, const void *y, int64_t n, size_t elem) {
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp((const char *)x + i * elem, (const char *)y + i * elem, elem)) return i;
+    return -1;
+}
+
+/* ---- gemm ------------------------------------------------------------- */
+
+/* The reference over a bigger tile, in reference-sized pieces: each C
+ * element is its own FMA chain, so the pieces give the same bits. */
+static void gemm_ref_tiled(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                           int64_t ldb, float *c, int64_t ldc, int acc) {
+    for (int i = 0; i < m; i += FA_REF_MR)
+        for (int j = 0; j < n; j += FA_REF_NR)
+            fa_gemm_ref(m - i < FA_REF_MR ? m - i : FA_REF_MR, n - j < FA_REF_NR ? n - j : FA_REF_NR,
+                        k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, acc);
+}
+
+static void gemm_case(const fa_kernels *kn, int m, int n, int64_t k, int odd, int acc, int mis,
+                      uint64_t *rng) {
+    const int64_t lda = (k > 0 ? k : 1) + (odd ? 3 : 0), ldb = n + (odd ? 5 : 0),
+                  ldc = n + (odd ? 7 : 0);
+    /* Exact sizes plus the misalignment, so ASan sees any read past A or B. */
+    const int64_t na = (m - 1) * lda + k, nb = k > 0 ? (k - 1) * ldb + n : 0;
+    const int64_t nc = m * ldc + 16; /* a guard row past the tile */
+    float *abuf = alloc_floats(na + mis), *bbuf = alloc_floats(nb + mis);
+    float *cbuf = alloc_floats(nc + mis), *rbuf = alloc_floats(nc + mis);
+    float *a = abuf + mis, *b = bbuf + mis, *c = cbuf + mis, *r = rbuf + mis;
+    for (int64_t i = 0; i < na; i++) a[i] = rand_float(rng);
+    for (int64_t i = 0; i < nb; i++) b[i] = rand_float(rng);
+    /* NaN garbage everywhere: with accumulate = 0 a kernel that reads C
+     * turns the tile into NaNs; outside the tile it must stay as is. */
+    for (int64_t i = 0; i < nc; i++) c[i] = fa_bits_f32(0x7fc00000u | (uint32_t)(tt_rand_u64(rng) & 0x3fffff));
+    if (acc)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) c[i * ldc + j] = rand_float(rng);
+    memcpy(r, c, (size_t)nc * sizeof(float));
+
+    gemm_ref_tiled(m, n, k, a, lda, b, ldb, r, ldc, acc);
+    kn->gemm(m, n, k, a, lda, b, ldb, c, ldc, acc);
+
+    int64_t d = first_diff(c, r, nc, sizeof(float));
+    TT_CHECK(d < 0,
+             "[%s] gemm m=%d n=%d k=%lld lda=%lld ldb=%lld ldc=%lld accumulate=%d misaligned=%d: "
+             "C[%lld][%lld] = %a (0x%08x), reference %a (0x%08x)",
+             kn->isa, m, n, (long long)k, (long long)lda, (long long)ldb, (long long)ldc, acc,
+             mis, (long long)(d / ldc), (long long)(d % ldc), d < 0 ? 0.0 : c[d],
+             d < 0 ? 0u : fa_f32_bits(c[d]), d < 0 ? 0.0 : r[d], d < 0 ? 0u : fa_f32_bits(r[d]));
+    free(abuf);
+    free(bbuf);
+    free(cbuf);
+    free(rbuf);
+}
+
+static void test_gemm(const fa_kernels *kn, uint64_t *rng) {
+    static const int64_t ks[] = {0, 1, 2, 3, 7, 16, 17, 64, 255, 256};
+    TT_CHECK(kn->mr >= 1 && kn->nr >= FA_COL_ALIGN && kn->nr % FA_COL_ALIGN == 0,
+             "[%s] tile %d x %d: NR must be a positive multiple of %d", kn->isa, kn->mr, kn->nr,
+             FA_COL_ALIGN);
+    for (int m = 1; m <= kn->mr; m++)
+        for (int n = 0; n <= kn->nr; n += FA_COL_ALIGN)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+                for (int odd = 0; odd < 2; odd++)
+                    for (int acc = 0; acc < 2; acc++)
+                        for (int mis = 0; mis < 2; mis++) gemm_case(kn, m, n, ks[ki], odd, acc, mis, rng);
+}
+
+/* ---- rows --------------------------------------------------------------- */
+
+static const int64_t long_rows[] = {255, 256, 1000, 4099};
+
+/* Calls f(kn, x, n, rng) for n = 0..70 and a few long rows, at
+ * misalignments of 0..3 floats, with 8 guard floats each side. */
+static void for_rows(const fa_kernels *kn, uint64_t *rng,
+                     void (*f)(const fa_kernels *, float *, int64_t, int, uint64_t *)) {
+    for (int64_t li = -71; li < (int64_t)(sizeof long_rows / sizeof long_rows[0]); li++) {
+        const int64_t n = li < 0 ? li + 71 : long_rows[li];
+        for (int mis = 0; mis < 4; mis++) {
+            float *buf = alloc_floats(n + 16 + mis);
+            f(kn, buf + 8 + mis, n, mis, rng);
+            free(buf);
+        }
+    }
+}
+
+static int guards_ok(const float *x, int64_t n) {
+    for (int i = 1; i <= 8; i++)
+        if (fa_f32_bits(x[-i]) != 0x7fa5a5a5u || fa_f32_bits(x[n + i - 1]) != 0x7fa5a5a5u) return 0;
+    return 1;
+}
+
+static void set_guards(float *x, int64_t n) {
+    for (int i = 1; i <= 8; i++) x[-i] = x[n + i - 1] = fa_bits_f32(0x7fa5a5a5u);
+}
+
+static void row_max_case(const fa_kernels *kn, float *x, int64_t n, int mis, uint64_t *rng) {
+    /* 0 random, 1 some -inf, 2 all -inf, 3 max is a signed zero (the
+     * reference returns the first zero), 4 some NaNs (may be skipped or
+     * propagated: the result is the reference's or NaN). */
+    for (int kind = 0; kind < 5; kind++) {
+        set_guards(x, n);
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t r = tt_rand_u64(rng);
+            float v = rand_float(rng);
+            if (kind == 1 && r % 4 == 0) v = -INFINITY;
+            if (kind == 2) v = -INFINITY;
+            if (kind == 3) v = r % 5 == 0 ? ((r >> 8) & 1 ? -0.0f : 0.0f) : -fabsf(v) - 1.0f;
+            if (kind == 4 && r % 6 == 0) v = fa_bits_f32(0x7fc00000u | (uint32_t)(r >> 40));
+            x[i] = v;
+        }
+        const float got = kn->row_max(x, n), want = fa_row_max_ref(x, n);
+        const int ok = fa_f32_bits(got) == fa_f32_bits(want) || (kind == 4 && isnan(got));
+        TT_CHECK(ok && guards_ok(x, n), "[%s] row_max n=%lld misaligned=%d kind=%d: %a (0x%08x), reference %a (0x%08x)%s",
+                 kn->isa, (long long)n, mis, kind, got, fa_f32_bits(got), want, fa_f32_bits(want),
+                 guards_ok(x, n) ? "" : ", wrote outside the row");
+    }
+}
+
+static void scale_case(const fa_kernels *kn, float *x, int64_t n, int mis, uint64_t *rng) {
+    static const float as[] = {0.5f, 1.0f / 3.0f, -2.5f, 0.0f, 1e-30f};
+    float *ref = alloc_floats(n);
+    for (size_t ai = 0; ai < sizeof as / sizeof as[0]; ai++) {
+        set_guards(x, n);
+        for (int64_t i = 0; i < n; i++) ref[i] = x[i] = rand_float(rng);
+        fa_scale_ref(ref, n, as[ai]);
+        kn->scale(x, n, as[ai]);
+        int64_t d = first_diff(x, ref, n, sizeof(float));
+        TT_CHECK(d < 0 && guards_ok(x, n), "[%s] scale n=%lld misaligned=%d a=%a: x[%lld] = %a, reference %a%s",
+                 kn->isa, (long long)n, mis, as[ai], (long long)d, d < 0 ? 0.0 : x[d],
+                 d < 0 ? 0.0 : ref[d], guards_ok(x, n) ? "" : ", wrote outside the row");
+    }
+    free(ref);
+}
+
+/* Checks y[i] against exp2 of t[i] = x[i] - m, returns a description of
+ * the first violation or NULL. */
+static const char *exp2_violation(const float *t, const float *y, int64_t n, int64_t *where) {
+    for (int64_t i = 0; i < n; i++) {
+        *where = i;
+        if (t[i] < -150.0f) {
+            if (fa_f32_bits(y[i]) != 0u) return "not exactly +0 below -150 (or -inf)";
+            continue;
+        }
+        const double e = exp2((double)t[i]);
+        int ex = ilogb(e);
+        const double ulp = ldexp(1.0, (ex < -126 ? -126 : ex) - 23);
+        if (!(fabs((double)y[i] - e) <= 4.0 * ulp)) return "more than 4 ulp from exp2";
+    }
+    return NULL;
+}
+
+static void exp2_sum_case(const fa_kernels *kn, float *x, int64_t n, int mis, uint64_t *rng) {
+    /* 0: scores ~ 200 +- 30, whose exp2 overflows unless the max is
+     * subtracted; 1: the same with m above every x (an older row max);
+     * 2: -inf entries and values 126.5, 140 and 200 below the max
+     * (subnormal results, underflow to 0). */
+    float *t = alloc_floats(n);
+    for (int kind = 0; kind < 3; kind++) {
+        set_guards(x, n);
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = (float)(200.0 + 30.0 * tt_rand_normal(rng));
+            uint64_t r = tt_rand_u64(rng);
+            if (kind == 2 && r % 5 == 0) x[i] = -INFINITY;
+        }
+        float m = fa_row_max_ref(x, n);
+        if (kind == 1 || m == -INFINITY) m = (m == -INFINITY ? 0.0f : m) + 37.25f;
+        if (kind == 2)
+            for (int64_t i = 1; i < n; i += 7) x[i] = m - (i % 3 == 0 ? 126.5f : i % 3 == 1 ? 140.0f : 200.0f);
+        double exact = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            t[i] = x[i] - m;
+            exact += exp2((double)t[i]);
+        }
+        const float s = kn->exp2_sum(x, n, m);
+        int64_t at = 0;
+        const char *bad = exp2_violation(t, x, n, &at);
+        TT_CHECK(!bad && guards_ok(x, n), "[%s] exp2_sum n=%lld misaligned=%d kind=%d: element %lld: x - m = %a gives %a: %s",
+                 kn->isa, (long long)n, mis, kind, (long long)at, n ? t[at] : 0.0, n ? x[at] : 0.0,
+                 bad ? bad : "wrote outside the row");
+        const double bound = (double)(n + 8) * 0x1p-24 * exact + (double)n * 0x1p-147;
+        TT_CHECK(fabs(s - exact) <= bound, "[%s] exp2_sum n=%lld misaligned=%d kind=%d: sum %.9g, exact %.9g, bound %.3g",
+                 kn->isa, (long long)n, mis, kind, s, exact, bound);
+    }
+    free(t);
+}
+
+/* exp2 over 2^20 floats spread evenly over the bit patterns of [-160, 0]:
+ * every binade, the subnormal range and the underflow edge. */
+static void test_exp2_dense(const fa_kernels *kn) {
+    const uint32_t lo = 0x80000000u, hi = 0xc3200000u; /* -0 .. -160 */
+    const int64_t n = 1 << 20;
+    float *x = alloc_floats(n), *t = alloc_floats(n);
+    for (int64_t i = 0; i < n; i++) t[i] = x[i] = fa_bits_f32(lo + (uint32_t)((uint64_t)(hi - lo) * i / (n - 1)));
+    kn->exp2_sum(x, n, 0.0f);
+    int64_t at = 0;
+    const char *bad = exp2_violation(t, x, n, &at);
+    TT_CHECK(!bad, "[%s] exp2 dense sweep: t = %a gives %a: %s", kn->isa, t[at], x[at], bad ? bad : "");
+    free(x);
+    free(t);
+}
+
+/* ---- conversions ------------------------------------------------------- */
+
+static const float muls[] = {1.0f, 0.125f, 0.08838834764831845f, -3.0f, 0.12751743f};
+static const char *const dt_names[] = {"f32", "f16", "bf16"};
+
+static size_t dt_size(flashattn_dtype dt) { return dt == FLASHATTN_F32 ? 4 : 2; }
+
+static void load_case(const fa_kernels *kn, flashattn_dtype dt, const void *src, int64_t n,
+                      float mul, const char *what) {
+    float *got = alloc_floats(n + 8), *want = alloc_floats(n + 8);
+    for (int64_t i = 0; i < n + 8; i++) got[i] = want[i] = fa_bits_f32(0x7fa5a5a5u);
+    fa_load_ref(want, src, dt, n, mul);
+    kn->load(got, src, dt, n, mul);
+    int64_t d = first_diff(got, want, n + 8, sizeof(float));
+    uint32_t in = 0;
+    if (d >= 0 && d < n) memcpy(&in, (const char *)src + d * dt_size(dt), dt_size(dt));
+    TT_CHECK(d < 0, "[%s] load %s %s n=%lld mul=%a: element %lld (input 0x%x) = 0x%08x, reference 0x%08x",
+             kn->isa, dt_names[dt], what, (long long)n, mul, (long long)d, in,
+             d < 0 ? 0u : fa_f32_bits(got[d]), d < 0 ? 0u : fa_f32_bits(want[d]));
+    free(got);
+    free(want);
+}
+
+static void store_case(const fa_kernels *kn, flashattn_dtype dt, const float *src, int64_t n,
+                       float mul, const char *what) {
+    const size_t es = dt_size(dt), bytes = (size_t)(n + 8) * es;
+    unsigned char *got = malloc(bytes), *want = malloc(bytes);
+    memset(got, 0xa5, bytes);
+    memset(want, 0xa5, bytes);
+    fa_store_ref(want, dt, src, n, mul);
+    kn->store(got, dt, src, n, mul);
+    int64_t d = first_diff(got, want, n + 8, es);
+    uint32_t g = 0, w = 0;
+    if (d >= 0) memcpy(&g, got + d * es, es), memcpy(&w, want + d * es, es);
+    TT_CHECK(d < 0, "[%s] store %s %s n=%lld mul=%a: element %lld (input 0x%08x) = 0x%x, reference 0x%x",
+             kn->isa, dt_names[dt], what, (long long)n, mul, (long long)d,
+             d >= 0 && d < n ? fa_f32_bits(src[d]) : 0u, g, w);
+    free(got);
+    free(want);
+}
+
+static void test_convert(const fa_kernels *kn, uint64_t *rng) {
+    /* Loads: every 16-bit pattern; random floats with specials for f32. */
+    uint16_t *h = malloc(65536 * sizeof(uint16_t) + 8);
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    const int64_t nf = 1 << 16;
+    float *f = alloc_floats(nf + 8);
+    for (int64_t i = 0; i < nf; i++) f[i] = rand_float(rng);
+    static const uint32_t special[] = {0x00000001u, 0x807fffffu, 0x7f800000u, 0xff800000u,
+                                       0x7fc00000u, 0x7f800001u, 0xffc00001u, 0x7f7fffffu};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) f[i * 97] = fa_bits_f32(special[i]);
+    for (size_t mi = 0; mi < sizeof muls / sizeof muls[0]; mi++) {
+        load_case(kn, FLASHATTN_F16, h, 65536, muls[mi], "all patterns");
+        load_case(kn, FLASHATTN_BF16, h, 65536, muls[mi], "all patterns");
+        load_case(kn, FLASHATTN_F32, f, nf, muls[mi], "random");
+    }
+
+    /* Stores: every exponent and sign with the low 12 bits either zero
+     * (exact f16 and bf16 rounding ties) or random, plus edge values. */
+    const int64_t ns = 1 << 21;
+    float *s = alloc_floats(ns);
+    for (int64_t i = 0; i < ns; i++) {
+        uint32_t lowbits = i & 1 ? (uint32_t)(tt_rand_u64(rng) & 0xfff) : 0u;
+        s[i] = fa_bits_f32(((uint32_t)(i >> 1) << 12) | lowbits);
+    }
+    static const float edges[] = {65504.0f, 65519.99f, 65520.0f, 65536.0f, 0x1p-14f, 0x1p-24f,
+                                  0x1p-25f, 0x1.000002p-25f, 0x1.8p-25f, 0x1.fffffep-15f,
+                                  -0x1p-25f, 0x1.ffep15f, 0x1.ffcp15f, 0x1.fep127f};
+    const int64_t ne = sizeof edges / sizeof edges[0];
+    for (int64_t i = 0; i < ne; i++) s[i] = edges[i];
+    static const float smuls[] = {1.0f, 0.5f, 1.0f / 3.0f, 1e-3f};
+    for (size_t mi = 0; mi < sizeof smuls / sizeof smuls[0]; mi++)
+        for (int dt = 0; dt < 3; dt++)
+            store_case(kn, (flashattn_dtype)dt, s, ns, smuls[mi], "sweep");
+
+    /* Tails and misalignment: every length 0..40 at offsets 0..3. */
+    for (int64_t n = 0; n <= 40; n++)
+        for (int off = 0; off < 4; off++)
+            for (int dt = 0; dt < 3; dt++) {
+                load_case(kn, (flashattn_dtype)dt, dt == FLASHATTN_F32 ? (const void *)(f + off) : (const void *)(h + 30000 + off), n, 0.5f, "tail");
+                store_case(kn, (flashattn_dtype)dt, s + 1001 + off, n, 1.0f, "tail");
+            }
+    free(h);
+    free(f);
+    free(s);
+}
+
+int main(void) {
+    const fa_kernels *tables[4];
+    int nt = tt_isas(tables, 4), tested = 0;
+    for (int t = 0; t < nt; t++) {
+        const fa_kernels *kn = tables[t];
+        if (kn == &fa_kernels_scalar) continue; /* it is the reference */
+        uint64_t rng = 20240601;
+        printf("%s: tile %d x %d\n", kn->isa, kn->mr, kn->nr);
+        test_gemm(kn, &rng);
+        for_rows(kn, &rng, row_max_case);
+        for_rows(kn, &rng, scale_case);
+        for_rows(kn, &rng, exp2_sum_case);
+        test_exp2_dense(kn);
+        test_convert(kn, &rng);
+        tested++;
+    }
+    if (!tested) printf("no SIMD kernel table on this CPU or in this build: nothing to compare\n");
+    return tt_finish("test_kernels");
+}
