@@ -8,7 +8,7 @@ imports without torch.
 
 from ._lib import (BadArgumentError, Error, LibraryError, OutOfMemoryError,
                    UnsupportedError, lib as _clib)
-from .numpy_api import attention, attention_backward
+from .numpy_api import attention, attention_backward, attention_with_kvcache
 
 _TORCH_NAMES = (
     "flash_attn_func",
@@ -34,5 +34,5 @@ def __getattr__(name):
     raise AttributeError("module 'flashattn' has no attribute %r" % name)
 
 
-__all__ = ["attention", "attention_backward", "isa", "Error", "BadArgumentError",
-           "OutOfMemoryError", "UnsupportedError", "LibraryError"]
+__all__ = ["attention", "attention_backward", "attention_with_kvcache", "isa", "Error",
+           "BadArgumentError", "OutOfMemoryError", "UnsupportedError", "LibraryError"]

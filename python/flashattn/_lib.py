@@ -51,6 +51,20 @@ class Params(ctypes.Structure):
         ("num_threads", ctypes.c_int),
         ("deterministic", ctypes.c_int),
         ("reserved_flags", ctypes.c_uint32),
+        ("num_splits", ctypes.c_int),
+    ]
+
+
+class KVCache(ctypes.Structure):
+    """flashattn_kv_cache: contiguous (block_table NULL) or paged."""
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("k", Tensor),
+        ("v", Tensor),
+        ("block_table", ctypes.c_void_p),
+        ("max_pages_per_seq", c_int64),
+        ("seqlens_i32", ctypes.c_void_p),
+        ("seqlens_i64", ctypes.c_void_p),
     ]
 
 
@@ -123,12 +137,15 @@ for _name, _restype, _argtypes in [
 # Entry points that arrived after the forward; the functions that need one
 # raise NotImplementedError when the loaded library lacks it.
 _T = _P(Tensor)
-for _name, _argtypes in [
-    ("flashattn_bwd", [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T, _P(Params),
-                       ctypes.c_void_p, ctypes.c_size_t]),
+for _name, _restype, _argtypes in [
+    ("flashattn_bwd", ctypes.c_int, [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T,
+                                     _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
+    ("flashattn_decode", ctypes.c_int, [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float),
+                                        _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
+    ("flashattn_kv_cache_init", None, [ctypes.c_void_p]),
 ]:
     if hasattr(lib, _name):
-        getattr(lib, _name).restype = ctypes.c_int
+        getattr(lib, _name).restype = _restype
         getattr(lib, _name).argtypes = _argtypes
 
 
@@ -166,18 +183,24 @@ def check(status, what):
     raise err
 
 
-def new_params(scale=None, causal=False, window_size=(-1, -1), align=ALIGN_BOTTOM_RIGHT,
-               num_threads=0, block_m=0, block_n=0, deterministic=False):
-    """A Params filled by flashattn_params_init, then with these options."""
-    # The library's struct may be larger than ours: let it initialise a
-    # buffer big enough for any future version, then keep our prefix.
+def _initialised(struct, init):
+    """A `struct` filled by the library's init function. The library's
+    struct may be larger than ours: it initialises a buffer big enough for
+    any future version, and we keep our prefix."""
     raw = ctypes.create_string_buffer(4096)
-    lib.flashattn_params_init(raw)
-    p = Params.from_buffer_copy(raw.raw[:ctypes.sizeof(Params)])
-    if p.struct_size < ctypes.sizeof(Params):
-        raise ImportError("flashattn: the C library's flashattn_params (%d bytes) is older "
-                          "than this binding's (%d bytes)" % (p.struct_size,
-                                                              ctypes.sizeof(Params)))
+    init(raw)
+    s = struct.from_buffer_copy(raw.raw[:ctypes.sizeof(struct)])
+    if s.struct_size < ctypes.sizeof(struct):
+        raise LibraryError("flashattn: the C library's %s (%d bytes) is older than this "
+                           "binding's (%d bytes): reinstall the package"
+                           % (struct.__name__, s.struct_size, ctypes.sizeof(struct)))
+    return s
+
+
+def new_params(scale=None, causal=False, window_size=(-1, -1), align=ALIGN_BOTTOM_RIGHT,
+               num_threads=0, block_m=0, block_n=0, deterministic=False, num_splits=0):
+    """A Params filled by flashattn_params_init, then with these options."""
+    p = _initialised(Params, lib.flashattn_params_init)
     p.struct_size = ctypes.sizeof(Params)
     p.scale = 0.0 if scale is None else _finite_float(scale, "softmax_scale")
     p.causal = 1 if causal else 0
@@ -188,7 +211,31 @@ def new_params(scale=None, causal=False, window_size=(-1, -1), align=ALIGN_BOTTO
     p.block_m = _int_arg(block_m, "block_m")
     p.block_n = _int_arg(block_n, "block_n")
     p.deterministic = 1 if deterministic else 0
+    p.num_splits = _int_arg(num_splits, "num_splits")
     return p
+
+
+def decode(q, k_cache, v_cache, k_new, v_new, out, lse, seqlens, block_table, params):
+    """flashattn_decode on descriptors. seqlens: (address, is_int64);
+    block_table: (address, max_pages_per_seq), or None for a contiguous cache;
+    lse: a float pointer or None; k_new, v_new: descriptors or None."""
+    require("flashattn_decode", "attention against a KV cache")
+    cache = _initialised(KVCache, lib.flashattn_kv_cache_init)
+    if cache.struct_size != ctypes.sizeof(KVCache):
+        raise LibraryError("flashattn: the C library's flashattn_kv_cache is %d bytes, this "
+                           "binding's %d: reinstall the package"
+                           % (cache.struct_size, ctypes.sizeof(KVCache)))
+    cache.k, cache.v = k_cache, v_cache
+    if seqlens[1]:
+        cache.seqlens_i64 = seqlens[0]
+    else:
+        cache.seqlens_i32 = seqlens[0]
+    if block_table is not None:
+        cache.block_table, cache.max_pages_per_seq = block_table
+    ref = lambda t: None if t is None else ctypes.byref(t)
+    status = lib.flashattn_decode(ctypes.byref(q), ctypes.byref(cache), ref(k_new), ref(v_new),
+                                  ctypes.byref(out), lse, ctypes.byref(params), None, 0)
+    check(status, "flashattn_decode")
 
 
 def _finite_float(x, name):

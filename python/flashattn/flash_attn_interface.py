@@ -13,7 +13,8 @@ Differences from flash_attn, besides running on the CPU:
     probabilities S are never materialised (flash_attn too returns them
     only for testing, with dropout);
   - options the library lacks (dropout_p > 0, alibi_slopes, softcap != 0,
-    varlen, rotary embeddings) raise NotImplementedError, never ignored.
+    varlen; in flash_attn_with_kvcache rotary_cos/sin, cache_batch_idx,
+    cache_leftpad) raise NotImplementedError, never ignored.
 The library uses torch.get_num_threads() threads, as torch's own CPU ops do.
 """
 
@@ -21,7 +22,7 @@ import torch
 
 from . import _lib
 from ._lib import ALIGN_BOTTOM_RIGHT
-from .torch_tensors import describe, float_ptr, readable
+from .torch_tensors import describe, float_ptr, in_place, index_tensor, readable
 
 __all__ = [
     "flash_attn_func",
@@ -189,7 +190,54 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             causal=False, window_size=(-1, -1), softcap=0.0,
                             rotary_interleaved=True, alibi_slopes=None, num_splits=0,
                             return_softmax_lse=False):
-    """Decode against a KV cache: not available yet."""
-    raise NotImplementedError(
-        "flashattn: flash_attn_with_kvcache needs the C library's KV-cache decode "
-        "(issue 5), which this build does not have")
+    """Inference decode against a KV cache (no autograd, as in flash_attn).
+
+    q: (batch, seqlen_q, nheads, headdim). k_cache, v_cache: (batch,
+    seqlen_cache, nheads_k, headdim), or with block_table (batch,
+    max_blocks_per_seq) int32 a paged pool (num_blocks, page_block_size,
+    nheads_k, headdim). cache_seqlens: int or (batch,) int32/int64, the
+    valid rows of each sequence (None: the whole cache). k, v: (batch,
+    seqlen_new, nheads_k, headdim), written into the cache in place at
+    cache_seqlens onward before the attention, which then covers them;
+    cache_seqlens is not updated. causal and window_size are aligned to each
+    sequence's own length. num_splits: 0 automatic, 1 no split.
+    Returns out, or (out, softmax_lse) with return_softmax_lse.
+    """
+    _unsupported(softcap=softcap, alibi_slopes=alibi_slopes)
+    for arg, value, what in [("rotary_cos", rotary_cos, "rotary embeddings"),
+                             ("rotary_sin", rotary_sin, "rotary embeddings"),
+                             ("cache_batch_idx", cache_batch_idx, "cache batch indices"),
+                             ("cache_leftpad", cache_leftpad, "left-padded caches")]:
+        if value is not None:
+            raise NotImplementedError("flashattn: %s is not supported (the C library has no %s "
+                                      "yet); pass %s=None" % (arg, what, arg))
+    _lib.require("flashattn_decode", "flash_attn_with_kvcache")
+    q = readable(q, "q")
+    if (k is None) != (v is None):
+        raise ValueError("give both k and v, or neither")
+    if k is None:
+        k_cache, v_cache = readable(k_cache, "k_cache"), readable(v_cache, "v_cache")
+        new = [None, None]
+    else:
+        k_cache, v_cache = in_place(k_cache, "k_cache"), in_place(v_cache, "v_cache")
+        new = [describe(readable(k, "k")), describe(readable(v, "v"))]
+    table, capacity = None, k_cache.shape[1]
+    if block_table is not None:
+        block_table = index_tensor(block_table, "block_table", 2, [torch.int32])
+        table = (block_table.data_ptr(), block_table.shape[1])
+        capacity *= block_table.shape[1]
+    if cache_seqlens is None or isinstance(cache_seqlens, int):
+        fill = capacity if cache_seqlens is None else cache_seqlens
+        cache_seqlens = torch.full((q.shape[0],), fill, dtype=torch.int64)
+    lens = index_tensor(cache_seqlens, "cache_seqlens", 1, [torch.int32, torch.int64])
+    if lens.shape[0] != q.shape[0]:
+        raise ValueError("cache_seqlens must have one length per batch entry (%d), got %d"
+                         % (q.shape[0], lens.shape[0]))
+    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
+                             align=ALIGN_BOTTOM_RIGHT, num_threads=torch.get_num_threads(),
+                             num_splits=num_splits)
+    out = torch.empty(q.shape, dtype=q.dtype)
+    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    _lib.decode(describe(q), describe(k_cache), describe(v_cache), *new, describe(out),
+                float_ptr(lse), (lens.data_ptr(), lens.dtype == torch.int64), table, params)
+    return (out, lse) if return_softmax_lse else out

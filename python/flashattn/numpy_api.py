@@ -163,3 +163,87 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
                                     ctypes.byref(params), None, 0)
     _lib.check(status, "flashattn_bwd")
     return dq, dk, dv
+
+
+def _inplace(a, name):
+    """A cache the call appends to: it must be given to the library as it
+    lies, since a copy would receive the new rows."""
+    if not isinstance(a, np.ndarray) or a.ndim != 4 or a.dtype not in _DTYPES:
+        raise ValueError("%s must be a 4-D numpy.ndarray of float32, float16 or "
+                         "ml_dtypes.bfloat16" % name)
+    if not (a.flags.writeable and _describable(a)):
+        raise ValueError("%s must be writeable with a contiguous last axis and non-negative "
+                         "strides: new keys and values are written into it in place" % name)
+    return a
+
+
+def _index_array(a, name, ndim, dtypes):
+    """`a` as a contiguous array of one of `dtypes` (converted to the first
+    when it has another integer type, if its values fit)."""
+    a = np.asarray(a)
+    if a.ndim != ndim or a.dtype.kind not in "iu":
+        raise ValueError("%s must be a %d-D integer array, got %s %s"
+                         % (name, ndim, a.dtype, a.shape))
+    if a.dtype in dtypes:
+        return np.ascontiguousarray(a)
+    converted = np.ascontiguousarray(a, dtypes[0])
+    if not np.array_equal(converted, a):
+        raise ValueError("%s: values do not fit in %s" % (name, dtypes[0]))
+    return converted
+
+
+def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None,
+                           block_table=None, causal=False, softmax_scale=None,
+                           window_size=(-1, -1), align="bottom-right", return_lse=False,
+                           num_splits=0, num_threads=0, *, out=None, block_n=0):
+    """Attention of q against a KV cache (inference decode), as
+    flash_attn_with_kvcache.
+
+    q: (batch, seqlen_q, nheads, headdim). The cache, contiguous: k_cache,
+    v_cache (batch, capacity, nheads_k, headdim); or paged, with block_table
+    (batch, max_pages_per_seq) of page indices: k_cache, v_cache are the page
+    pool (num_pages, page_size, nheads_k, headdim). cache_seqlens (batch,)
+    or an int: rows already valid per sequence (None: the whole capacity).
+    k, v (batch, seqlen_new, nheads_k, headdim), when given, are first
+    written into the cache in place at rows cache_seqlens[b] onward (the
+    caller then adds seqlen_new to its lengths); attention covers
+    cache_seqlens[b] + seqlen_new rows, with causal and window aligned to
+    each sequence's own length. num_splits: parts each sequence's keys are
+    split into across threads (0: automatic).
+    Returns out (q's shape and dtype), and with return_lse the float32 LSE
+    (batch, nheads, seqlen_q).
+    """
+    _lib.require("flashattn_decode", "attention_with_kvcache")
+    q = _input(q, "q")
+    if (k is None) != (v is None):
+        raise ValueError("give both k and v, or neither")
+    if k is None:
+        k_cache, v_cache = _input(k_cache, "k_cache"), _input(v_cache, "v_cache")
+        new = [None, None]
+    else:
+        k_cache, v_cache = _inplace(k_cache, "k_cache"), _inplace(v_cache, "v_cache")
+        k, v = _input(k, "k"), _input(v, "v")
+        new = [describe(k), describe(v)]
+    table = None
+    capacity = k_cache.shape[1]
+    if block_table is not None:
+        block_table = _index_array(block_table, "block_table", 2, [np.dtype(np.int32)])
+        table = (block_table.ctypes.data, block_table.shape[1])
+        capacity *= block_table.shape[1]
+    if cache_seqlens is None or np.ndim(cache_seqlens) == 0:
+        fill = capacity if cache_seqlens is None else int(cache_seqlens)
+        cache_seqlens = np.full(q.shape[0], fill, np.int64)
+    lens = _index_array(cache_seqlens, "cache_seqlens", 1,
+                        [np.dtype(np.int64), np.dtype(np.int32)])
+    if lens.shape[0] != q.shape[0]:
+        raise ValueError("cache_seqlens must have one length per batch entry (%d), got %d"
+                         % (q.shape[0], lens.shape[0]))
+    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
+                             align=_align(align), num_threads=num_threads, block_n=block_n,
+                             num_splits=num_splits)
+    o = _output(out, q.shape, q.dtype)
+    lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
+    _lib.decode(describe(q), describe(k_cache), describe(v_cache), *new, describe(o),
+                None if lse is None else lse.ctypes.data_as(_FLOAT_PTR),
+                (lens.ctypes.data, lens.dtype == np.int64), table, params)
+    return (o, lse) if return_lse else o

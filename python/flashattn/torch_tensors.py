@@ -12,9 +12,7 @@ _DTYPES = {torch.float32: _lib.F32, torch.float16: _lib.F16, torch.bfloat16: _li
 _FLOAT_PTR = ctypes.POINTER(ctypes.c_float)
 
 
-def readable(t, name, ndim=4):
-    """`t` itself when the library can read it in place, else a contiguous
-    copy (only when its last dimension is not contiguous)."""
+def _check(t, name, ndim):
     if not isinstance(t, torch.Tensor):
         raise ValueError("%s must be a torch.Tensor, got %s" % (name, type(t).__name__))
     if t.device.type != "cpu":
@@ -26,9 +24,40 @@ def readable(t, name, ndim=4):
     if t.dim() != ndim:
         raise ValueError("%s must have %d dimensions, got shape %s"
                          % (name, ndim, tuple(t.shape)))
+
+
+def readable(t, name, ndim=4):
+    """`t` itself when the library can read it in place, else a contiguous
+    copy (only when its last dimension is not contiguous)."""
+    _check(t, name, ndim)
     if t.shape[-1] > 1 and t.stride(-1) != 1:
         t = t.contiguous()
     return t
+
+
+def in_place(t, name):
+    """`t` itself, which the library writes into: a copy would get the rows."""
+    _check(t, name, 4)
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise ValueError("%s: its last dimension must be contiguous: new keys and values are "
+                         "written into it in place" % name)
+    return t
+
+
+def index_tensor(t, name, ndim, dtypes):
+    """An integer tensor as a contiguous CPU tensor of one of `dtypes`
+    (converted to the first, if its values fit)."""
+    if not isinstance(t, torch.Tensor) or t.dim() != ndim or t.is_floating_point() \
+            or t.is_complex() or t.dtype == torch.bool:
+        raise ValueError("%s must be a %d-D integer tensor" % (name, ndim))
+    if t.device.type != "cpu":
+        raise ValueError("%s is on %s: flashattn computes on the CPU" % (name, t.device))
+    if t.dtype not in dtypes:
+        converted = t.to(dtypes[0])
+        if not torch.equal(converted.to(t.dtype), t):
+            raise ValueError("%s: values do not fit in %s" % (name, dtypes[0]))
+        t = converted
+    return t.contiguous()
 
 
 def describe(t):

@@ -6,7 +6,7 @@ Pass rules as in test_numpy_forward.py and test_numpy_backward.py, with
 torch's float64 results as truth and the NumPy plain float32 implementation
 (every sum term by term, rounded once to the dtype) setting the bounds:
 O within 1e-5 (float32) or twice the plain error (16-bit); each gradient
-within max(2 * plain error, 1e-6 * its largest magnitude).
+within max(2 * plain error, 1e-6 * the largest magnitude of the three).
 """
 
 import numpy as np
@@ -18,10 +18,12 @@ F = torch.nn.functional
 import attn_reference as ref  # noqa: E402
 from flashattn import _lib  # noqa: E402
 from flashattn import (flash_attn_func, flash_attn_kvpacked_func,  # noqa: E402
-                       flash_attn_qkvpacked_func, flash_attn_varlen_func)
+                       flash_attn_qkvpacked_func, flash_attn_varlen_func,
+                       flash_attn_with_kvcache)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 HAS_BACKWARD = _lib.has("flashattn_bwd")
+HAS_DECODE = _lib.has("flashattn_decode")
 
 # (batch, seq_q, seq_k, heads_q, heads_kv, head_dim); every row sees a key
 # under every mask below (numpy tests cover the empty rows).
@@ -189,10 +191,11 @@ def test_gradients_match_float64_autograd(shape, causal, window, dtype):
     got = grads(lambda *x: flash_attn_func(*x, **kw), (q, k, v), dout)
     out = flash_attn_func(q, k, v, **kw)
     plain_grads = plain(ref.attention_backward, dtype, dout, q, k, v, out=numpy(out)[0], **kw)
+    scale = max(e.abs().max().item() for e in expected)
     for name, g, e, p in zip("qkv", got, expected, plain_grads):
         assert g.dtype == dtype and g.shape == e.shape
         err = max_err(g, e)
-        bound = max(2 * max_err(p, e), 1e-6 * e.abs().max().item())
+        bound = max(2 * max_err(p, e), 1e-6 * scale)
         assert err <= bound, "d%s: max abs error %.3g > bound %.3g" % (name, err, bound)
 
 
@@ -239,3 +242,101 @@ def test_backward_without_the_c_backward_says_what_is_missing():
 def test_no_grad_inputs_give_an_output_without_grad():
     q, k, v = make((1, 4, 4, 2, 2, 8), torch.float32)
     assert not flash_attn_func(q, k, v).requires_grad
+
+
+# ---- KV cache ---------------------------------------------------------------
+
+def kvcache_case(dtype, seq_q=1, seq_new=2, lens=(0, 9, 30), capacity=40, seed=10):
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda *s: torch.randn(*s, generator=g).to(dtype)
+    b = len(lens)
+    return (mk(b, seq_q, 4, 32), mk(b, capacity, 2, 32), mk(b, capacity, 2, 32),
+            mk(b, seq_new, 2, 32), mk(b, seq_new, 2, 32), torch.tensor(lens, dtype=torch.int32))
+
+
+def check_kvcache(q, k_cache, v_cache, lens, out, lse, dtype, **kw):
+    """Each sequence against SDPA in float64 over its own valid rows."""
+    for b, n in enumerate(lens.tolist()):
+        args = (q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n])
+        if n == 0:
+            assert torch.all(out[b] == 0) and torch.all(torch.isneginf(lse[b]))
+            continue
+        expected = sdpa(*(x.double() for x in args), **kw)
+        plain_out = plain(ref.attention, dtype, *args, **kw)[0]
+        bound = 1e-5 if dtype == torch.float32 else 2 * max_err(plain_out, expected)
+        assert max_err(out[b:b + 1], expected) <= bound
+        _, ref_lse = ref.attention(*numpy(*args), **kw)
+        assert max_err(lse[b:b + 1], torch.from_numpy(ref_lse)) <= 1e-4
+
+
+@pytest.mark.skipif(not HAS_DECODE, reason="the C library has no flashattn_decode")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal,window", [(False, (-1, -1)), (True, (-1, -1)), (True, (6, -1))])
+def test_kvcache_appends_in_place_and_matches_sdpa(causal, window, dtype):
+    q, k_cache, v_cache, k, v, lens = kvcache_case(dtype, seq_q=2)
+    expected_k = k_cache.clone()
+    for b, n in enumerate(lens.tolist()):
+        expected_k[b, n:n + 2] = k[b]
+    kw = dict(causal=causal, window_size=window)
+    out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lens,
+                                       return_softmax_lse=True, **kw)
+    assert torch.equal(k_cache, expected_k)
+    check_kvcache(q, k_cache, v_cache, lens + 2, out, lse, dtype, **kw)
+
+
+@pytest.mark.skipif(not HAS_DECODE, reason="the C library has no flashattn_decode")
+def test_kvcache_paged_equals_contiguous():
+    q, k_cache, v_cache, k, v, lens = kvcache_case(torch.bfloat16, seq_new=3)
+    page = 8
+    pages_per_seq = 40 // page
+    table = torch.randperm(3 * pages_per_seq, generator=torch.Generator().manual_seed(11))
+    table = table.reshape(3, pages_per_seq).to(torch.int32)
+    pool_k = torch.zeros(3 * pages_per_seq, page, 2, 32, dtype=torch.bfloat16)
+    pool_v = torch.zeros_like(pool_k)
+    for b in range(3):
+        for i in range(pages_per_seq):
+            pool_k[table[b, i]] = k_cache[b, i * page:(i + 1) * page]
+            pool_v[table[b, i]] = v_cache[b, i * page:(i + 1) * page]
+    contiguous = flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lens,
+                                         causal=True, num_splits=1)
+    paged = flash_attn_with_kvcache(q, pool_k, pool_v, k, v, cache_seqlens=lens,
+                                    block_table=table, causal=True, num_splits=1)
+    assert torch.equal(paged, contiguous)
+    gathered = torch.stack([torch.cat([pool_k[p] for p in row]) for row in table])
+    assert torch.equal(gathered, k_cache)
+
+
+@pytest.mark.skipif(not HAS_DECODE, reason="the C library has no flashattn_decode")
+def test_kvcache_int_lengths_and_whole_cache():
+    q, k_cache, v_cache, _, _, _ = kvcache_case(torch.float32, seq_q=3)
+    whole = flash_attn_with_kvcache(q, k_cache, v_cache, causal=True)
+    as_int = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=40, causal=True)
+    assert torch.equal(whole, as_int)
+    assert max_err(whole, flash_attn_func(q, k_cache, v_cache, causal=True)) <= 1e-5
+
+
+@pytest.mark.parametrize("kwargs,what", [
+    (dict(rotary_cos=torch.ones(40, 16), rotary_sin=torch.ones(40, 16)), "rotary_cos"),
+    (dict(cache_batch_idx=torch.arange(3, dtype=torch.int32)), "cache_batch_idx"),
+    (dict(cache_leftpad=torch.zeros(3, dtype=torch.int32)), "cache_leftpad"),
+    (dict(softcap=5.0), "softcap"),
+    (dict(alibi_slopes=torch.ones(4)), "alibi_slopes"),
+])
+def test_kvcache_unsupported_options_raise(kwargs, what):
+    q, k_cache, v_cache, _, _, lens = kvcache_case(torch.float32)
+    with pytest.raises(NotImplementedError, match=what):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, **kwargs)
+
+
+@pytest.mark.skipif(not HAS_DECODE, reason="the C library has no flashattn_decode")
+def test_kvcache_errors():
+    q, k_cache, v_cache, k, v, lens = kvcache_case(torch.float16)
+    before = k_cache.clone()
+    with pytest.raises(ValueError, match="overflows the cache capacity"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, k, v,
+                                cache_seqlens=torch.tensor([0, 9, 39], dtype=torch.int32))
+    assert torch.equal(k_cache, before)
+    with pytest.raises(ValueError, match="in place"):
+        flash_attn_with_kvcache(q, k_cache.transpose(1, 3), v_cache, k, v, cache_seqlens=lens)
+    with pytest.raises(ValueError, match="integer tensor"):
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens.float())
