@@ -80,8 +80,11 @@ static fwd_case make_case(int i, uint64_t seed, int long_seq) {
     const int *mk = mask_kinds[j / 3];
     c.causal = mk[0];
     c.align = (flashattn_align)mk[1];
-    c.hq = head_kinds[(j + round) % 6][0], c.hkv = head_kinds[(j + round) % 6][1];
-    c.layout = (j + j / 3 + round) % 3;
+    /* Head and memory layouts step with the mask, offset by the dtype, so
+     * that within a round each dtype meets every one of them. */
+    const int hk = (j / 3 + j % 3 + round) % 6;
+    c.hq = head_kinds[hk][0], c.hkv = head_kinds[hk][1];
+    c.layout = (j % 3 + 2 * (j / 3) + round) % 3;
     c.b = uniform(&rng, 1, 3);
     c.d = fa_rand_u64(&rng) % 2 ? special_dims[fa_rand_u64(&rng) % (sizeof special_dims / sizeof special_dims[0])]
                                 : uniform(&rng, 1, 256);
@@ -90,7 +93,7 @@ static fwd_case make_case(int i, uint64_t seed, int long_seq) {
     c.sk = fa_rand_u64(&rng) % 3 == 0 ? c.sq : draw_len(&rng);
     if (round == 0 && j == 4) c.sk = 0; /* no keys at all: O = 0, LSE = -inf */
     if (round == 0 && j == 5) c.sq = 0;
-    c.sigma = j % 7 == 6 ? 10.0 : 1.0;
+    c.sigma = (j + round) % 7 == 6 ? 10.0 : 1.0; /* every dtype, a different mask each round */
     c.threads = j % 5 == 3 ? 1 : j % 5 == 4 ? 3 : 0;
     if (long_seq) {
         c.b = 1, c.hq = 2, c.hkv = 1, c.d = 64;

@@ -37,9 +37,10 @@ static void usage(FILE *f) {
 
 int check_report(check_tally *t, const check_result *r) {
     const int pass = !r->failure && r->err <= r->bound && r->lse_err <= r->lse_bound && r->lse_inf_ok;
-    char line[sizeof t->worst];
-    snprintf(line, sizeof line, "%s [%s] %s  err %.2e rel %.2e bound %.2e  lse %.2e/%.2e%s%s%s",
-             pass ? "  ok" : "FAIL", r->isa, r->desc, r->err, r->rel, r->bound, r->lse_err,
+    char line[sizeof t->worst], tag[24];
+    snprintf(tag, sizeof tag, "[%s]", r->isa);
+    snprintf(line, sizeof line, "%s %-8s %s  err %.2e rel %.2e bound %.2e  lse %.2e/%.2e%s%s%s",
+             pass ? "  ok" : "FAIL", tag, r->desc, r->err, r->rel, r->bound, r->lse_err,
              r->lse_bound, r->lse_inf_ok ? "" : " (-inf rows wrong)", r->failure ? "  " : "",
              r->failure ? r->failure : "");
     puts(line);
