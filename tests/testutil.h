@@ -53,11 +53,11 @@ int tt_finish(const char *name);
 /* Kernel tables this CPU can run; returns the count. */
 int tt_isas(const fa_kernels *out[], int max);
 
-#endif
-
 /* Standard attention computed plainly in f32 (materialised scores, f32
  * softmax), output rounded to out_dtype: the yardstick for f16/bf16 inputs.
  * out is contiguous [b, s, h, d] doubles holding the rounded values. */
 void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
                      const flashattn_tensor *v, const flashattn_params *p,
                      flashattn_dtype out_dtype, double *out);
+
+#endif
