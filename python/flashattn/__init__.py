@@ -1,14 +1,15 @@
 """flashattn: exact FlashAttention on CPUs.
 
-NumPy: flashattn.attention(q, k, v, ...). PyTorch (optional): flash_attn_func
-and its siblings, with FlashAttention-2's names, arguments and layouts; they
-are imported from flashattn.flash_attn_interface on first use, so this package
-imports without torch.
+NumPy: attention, attention_backward, attention_with_kvcache, merge.
+PyTorch (optional): flash_attn_func and its siblings, with FlashAttention-2's
+names, arguments and layouts; they are imported from
+flashattn.flash_attn_interface on first use, so this package imports without
+torch.
 """
 
 from ._lib import (BadArgumentError, Error, LibraryError, OutOfMemoryError,
                    UnsupportedError, lib as _clib)
-from .numpy_api import attention, attention_backward, attention_with_kvcache
+from .numpy_api import attention, attention_backward, attention_with_kvcache, merge
 
 _TORCH_NAMES = (
     "flash_attn_func",
@@ -34,5 +35,5 @@ def __getattr__(name):
     raise AttributeError("module 'flashattn' has no attribute %r" % name)
 
 
-__all__ = ["attention", "attention_backward", "attention_with_kvcache", "isa", "Error",
+__all__ = ["attention", "attention_backward", "attention_with_kvcache", "merge", "isa", "Error",
            "BadArgumentError", "OutOfMemoryError", "UnsupportedError", "LibraryError"]

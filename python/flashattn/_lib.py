@@ -143,6 +143,8 @@ for _name, _restype, _argtypes in [
     ("flashattn_decode", ctypes.c_int, [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float),
                                         _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
     ("flashattn_kv_cache_init", None, [ctypes.c_void_p]),
+    ("flashattn_merge", ctypes.c_int, [c_int64, _T, _P(_P(ctypes.c_float)), _T,
+                                       _P(ctypes.c_float), _P(Params)]),
 ]:
     if hasattr(lib, _name):
         getattr(lib, _name).restype = _restype

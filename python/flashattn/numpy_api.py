@@ -247,3 +247,32 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
                 None if lse is None else lse.ctypes.data_as(_FLOAT_PTR),
                 (lens.ctypes.data, lens.dtype == np.int64), table, params)
     return (o, lse) if return_lse else o
+
+
+def merge(outs, lses, dtype=None, num_threads=0, *, out=None):
+    """Combine attention results over disjoint sets of keys into the result
+    over their union, exactly (split-KV, long contexts in pieces, ring
+    attention): LSE = log sum_n exp(LSE_n), O = sum_n exp(LSE_n - LSE) O_n.
+
+    outs: partial outputs (batch, seqlen, nheads, headdim), each any
+    supported dtype (float32 partials keep the merge exact to float32
+    rounding); lses: their float32 LSE (batch, nheads, seqlen), as
+    attention(..., return_lse=True) returns them. A part whose LSE is -inf
+    for a row contributes nothing there. out may be one of outs (merging in
+    place). Returns (out, lse); out has `dtype`, by default that of outs[0].
+    """
+    _lib.require("flashattn_merge", "merge")
+    outs = [_input(o, "outs[%d]" % i) for i, o in enumerate(outs)]
+    if not outs or len(lses) != len(outs):
+        raise ValueError("give one lse per partial output, and at least one of each")
+    shape = outs[0].shape
+    lses = [_lse_input(x, (shape[0], shape[2], shape[1])) for x in lses]
+    o = _output(out, shape, outs[0].dtype if dtype is None else np.dtype(dtype))
+    lse = np.empty((shape[0], shape[2], shape[1]), np.float32)
+    parts = (_lib.Tensor * len(outs))(*[describe(x) for x in outs])
+    lse_ptrs = (_FLOAT_PTR * len(lses))(*[x.ctypes.data_as(_FLOAT_PTR) for x in lses])
+    params = _lib.new_params(num_threads=num_threads)
+    status = _lib.lib.flashattn_merge(len(outs), parts, lse_ptrs, ctypes.byref(describe(o)),
+                                      lse.ctypes.data_as(_FLOAT_PTR), ctypes.byref(params))
+    _lib.check(status, "flashattn_merge")
+    return o, lse
