@@ -1,9 +1,283 @@
-/* flashattn bench: placeholder until its implementation lands. */
+/*
+ * flashattn bench: the source documents' table, seq_len | standard ms |
+ * flash ms | speed-up | standard extra memory | flash workspace, plus
+ * flash GFLOP/s and its share of this machine's peak, measured at start in
+ * the same process on the same threads.
+ */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "baseline/standard.h"
+#include "bench.h"
 #include "cli.h"
+#include "json_out.h"
+#include "peak.h"
+#include "placement.h"
+#include "timing.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Modes: the first is the default. A new mode is one line here and its
+ * bench_<mode>.c (see bench.h). */
+typedef struct {
+    const char *flag, *what;
+    bench_run_fn run;
+} bench_mode;
+
+static const bench_mode modes[] = {
+    {"--fwd", "forward", bench_fwd},
+};
+
+typedef struct {
+    const char *isa;
+    double gflops;     /* at the bench's thread count, for the dtype's path */
+    double one_thread; /* FP32, 1 thread; 0 when the bench runs on 1 thread */
+    int team, scaled, bf16;
+} bench_peak;
+
+static const char *dtype_name(flashattn_dtype dt) {
+    return dt == FLASHATTN_F32 ? "f32" : dt == FLASHATTN_F16 ? "f16" : "bf16";
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: flashattn bench [--seq 512,1024,...] [--seq-k ...] [--batch B] [--heads H]\n"
+            "                       [--heads-kv HK] [--head-dim D] [--dtype f32|f16|bf16]\n"
+            "                       [--causal] [--threads T] [--reps R] [--json] [--no-standard]\n\n"
+            "Defaults: --seq 512,1024,2048,4096,8192 (seq_k = seq_q), batch 1, heads 8,\n"
+            "heads_kv = heads, head_dim 128, f32, 5 reps (medians, after a warm-up run).\n"
+            "--seq-k: one value for every row, or one per --seq value.\n"
+            "Modes: ");
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        fprintf(f, "%s%s (%s%s)", i ? ", " : "", modes[i].flag, modes[i].what,
+                i ? "" : ", the default");
+    fprintf(f,
+            ".\nStandard attention needing more than %.0f GiB is reported n/a.\n"
+            "Threads are pinned (OMP_PROC_BIND=spread OMP_PLACES=cores, by re-running itself)\n"
+            "unless you set OMP_PROC_BIND or OMP_PLACES yourself.\n",
+            (double)BENCH_STANDARD_LIMIT / (1 << 30));
+}
+
+static int parse_list(const char *s, int64_t *out, int max) {
+    int n = 0;
+    while (*s) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v < 0 || n == max) return -1;
+        out[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+/* 0 ok, 1 --help, 2 error (printed). */
+static int parse_args(int argc, char **argv, bench_opts *o, const bench_mode **mode) {
+    int64_t seqk[BENCH_MAX_SEQS], v = 0;
+    int nseqk = 0;
+    memset(o, 0, sizeof *o);
+    o->batch = 1, o->heads = 8, o->heads_kv = 0, o->head_dim = 128;
+    o->dtype = FLASHATTN_F32, o->reps = 5, o->standard = 1;
+    o->nseq = 5;
+    for (int i = 0; i < 5; i++) o->seq_q[i] = (int64_t)512 << i;
+    *mode = &modes[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--causal")) o->causal = 1;
+        else if (!strcmp(a, "--no-standard")) o->standard = 0;
+        else if (!val) bad = 1;
+        else if (!strcmp(a, "--seq")) bad = (o->nseq = parse_list(val, o->seq_q, BENCH_MAX_SEQS)) < 1, i++;
+        else if (!strcmp(a, "--seq-k")) bad = (nseqk = parse_list(val, seqk, BENCH_MAX_SEQS)) < 1, i++;
+        else if (!strcmp(a, "--batch")) bad = parse_int(val, 1, 1 << 20, &o->batch), i++;
+        else if (!strcmp(a, "--heads")) bad = parse_int(val, 1, 1 << 16, &o->heads), i++;
+        else if (!strcmp(a, "--heads-kv")) bad = parse_int(val, 1, 1 << 16, &o->heads_kv), i++;
+        else if (!strcmp(a, "--head-dim")) bad = parse_int(val, 1, FLASHATTN_MAX_HEAD_DIM, &o->head_dim), i++;
+        else if (!strcmp(a, "--threads")) bad = parse_int(val, 1, FA_PEAK_MAX_THREADS, &v), o->threads = (int)v, i++;
+        else if (!strcmp(a, "--reps")) bad = parse_int(val, 1, 1000, &v), o->reps = (int)v, i++;
+        else if (!strcmp(a, "--dtype")) {
+            i++;
+            if (!strcmp(val, "f32")) o->dtype = FLASHATTN_F32;
+            else if (!strcmp(val, "f16")) o->dtype = FLASHATTN_F16;
+            else if (!strcmp(val, "bf16")) o->dtype = FLASHATTN_BF16;
+            else bad = 1;
+        } else {
+            size_t m = 0;
+            while (m < sizeof modes / sizeof modes[0] && strcmp(a, modes[m].flag)) m++;
+            if (m == sizeof modes / sizeof modes[0]) {
+                fprintf(stderr, "flashattn bench: unknown option '%s'\n\n", a);
+                return 2;
+            }
+            *mode = &modes[m];
+        }
+        if (bad) {
+            fprintf(stderr, "flashattn bench: bad or missing value for %s\n", a);
+            return 2;
+        }
+    }
+    if (o->heads_kv == 0) o->heads_kv = o->heads;
+    if (o->heads % o->heads_kv) {
+        fprintf(stderr, "flashattn bench: --heads must be a multiple of --heads-kv\n");
+        return 2;
+    }
+    if (nseqk != 0 && nseqk != 1 && nseqk != o->nseq) {
+        fprintf(stderr, "flashattn bench: --seq-k takes one value or one per --seq value\n");
+        return 2;
+    }
+    for (int i = 0; i < o->nseq; i++) o->seq_k[i] = nseqk == 0 ? o->seq_q[i] : seqk[nseqk == 1 ? 0 : i];
+    return 0;
+}
+
+double bench_time_ms(int (*fn)(void *ctx), void *ctx, int reps) {
+    double t[1000];
+    if (fn(ctx)) return -1.0; /* warm-up: page faults, caches, thread start */
+    for (int r = 0; r < reps; r++) {
+        double t0 = fa_cli_seconds();
+        if (fn(ctx)) return -1.0;
+        t[r] = 1e3 * (fa_cli_seconds() - t0);
+    }
+    return fa_cli_median(t, reps);
+}
+
+static void measure_peak(const bench_opts *o, bench_peak *pk) {
+    const fa_peak_kernels *k = fa_peak_widest();
+    pk->isa = k->isa;
+    /* pct_peak is read against the peak of the dtype's path: BF16 inputs
+     * run on dot-product instructions where the CPU has them. */
+    pk->bf16 = o->dtype == FLASHATTN_BF16 && fa_peak_has_bf16(k);
+    pk->gflops = fa_peak_compute(k, pk->bf16, o->threads, NULL, &pk->team);
+    pk->one_thread = 0.0;
+    pk->scaled = 1;
+    if (o->threads > 1) {
+        double all = pk->bf16 ? fa_peak_compute(k, 0, o->threads, NULL, NULL) : pk->gflops;
+        pk->one_thread = fa_peak_compute(k, 0, 1, NULL, NULL);
+        pk->scaled = fa_peak_scaled(pk->one_thread, all, pk->team);
+    }
+}
+
+static void fmt_bytes(char *buf, size_t n, double b) {
+    if (b >= (double)(1 << 30)) snprintf(buf, n, "%.2f GiB", b / (1 << 30));
+    else if (b >= (double)(1 << 20)) snprintf(buf, n, "%.1f MiB", b / (1 << 20));
+    else snprintf(buf, n, "%.1f KiB", b / 1024);
+}
+
+static void fmt_ms(char *buf, size_t n, double ms) {
+    if (ms < 0) snprintf(buf, n, "n/a");
+    else snprintf(buf, n, "%.3f", ms);
+}
+
+static void print_header(const bench_opts *o, const bench_mode *m, const bench_peak *pk) {
+    printf("flashattn bench (%s): batch %lld, heads %lld (kv %lld), head_dim %lld, %s, %s, "
+           "threads %d, kernels %s, %d reps (median)\n",
+           m->what, (long long)o->batch, (long long)o->heads, (long long)o->heads_kv,
+           (long long)o->head_dim, dtype_name(o->dtype), o->causal ? "causal" : "non-causal",
+           o->threads, flashattn_isa(), o->reps);
+    printf("peak (%s loops, measured now, threads %d): %.1f GFLOP/s %s", pk->isa, pk->team,
+           pk->gflops, pk->bf16 ? "bf16" : "fp32");
+    if (pk->one_thread > 0) printf(" (1 thread: %.1f fp32)", pk->one_thread);
+    printf("; threads: %s\n", fa_cli_placement());
+    if (o->standard && fa_standard_cblas_name()) printf("cblas: %s\n", fa_standard_cblas_name());
+    printf("\n%-11s | %11s | %10s | %8s | %21s | %15s | %13s | %6s", "seq_len", "standard ms",
+           "flash ms", "speed-up", "standard extra memory", "flash workspace", "flash GFLOP/s",
+           "% peak");
+    if (o->standard && fa_standard_cblas_name()) printf(" | %9s | %8s", "cblas ms", "vs cblas");
+    printf("\n");
+}
+
+static void print_row(const bench_opts *o, const bench_row *r, const bench_peak *pk) {
+    char seq[32], sms[24], fms[24], sp[24], smem[24], ws[24], cms[24], csp[24];
+    if (r->seq_q == r->seq_k) snprintf(seq, sizeof seq, "%lld", (long long)r->seq_q);
+    else snprintf(seq, sizeof seq, "%lldx%lld", (long long)r->seq_q, (long long)r->seq_k);
+    fmt_ms(sms, sizeof sms, r->standard_ms);
+    fmt_ms(fms, sizeof fms, r->flash_ms);
+    if (r->standard_ms >= 0 && r->flash_ms > 0) snprintf(sp, sizeof sp, "%.2fx", r->standard_ms / r->flash_ms);
+    else snprintf(sp, sizeof sp, "n/a");
+    if (o->standard) fmt_bytes(smem, sizeof smem, (double)r->standard_bytes);
+    else snprintf(smem, sizeof smem, "n/a");
+    fmt_bytes(ws, sizeof ws, (double)r->workspace_bytes);
+    const double gf = r->flash_ms > 0 ? r->flops / (r->flash_ms * 1e6) : 0.0;
+    printf("%-11s | %11s | %10s | %8s | %21s | %15s | %13.1f | %5.1f%%", seq, sms, fms, sp, smem,
+           ws, gf, 100.0 * gf / pk->gflops);
+    if (o->standard && fa_standard_cblas_name()) {
+        fmt_ms(cms, sizeof cms, r->cblas_ms);
+        if (r->cblas_ms >= 0 && r->flash_ms > 0) snprintf(csp, sizeof csp, "%.2fx", r->cblas_ms / r->flash_ms);
+        else snprintf(csp, sizeof csp, "n/a");
+        printf(" | %9s | %8s", cms, csp);
+    }
+    if (r->note[0]) printf("   (%s)", r->note);
+    printf("\n");
+}
+
+
+
+static void print_json(const bench_opts *o, const bench_mode *m, const bench_row *r,
+                       const bench_peak *pk) {
+    const double gf = r->flash_ms > 0 ? r->flops / (r->flash_ms * 1e6) : 0.0;
+    printf("{\"mode\": \"%s\", \"seq_q\": %lld, \"seq_k\": %lld, \"batch\": %lld, \"heads\": %lld, "
+           "\"heads_kv\": %lld, \"head_dim\": %lld, \"dtype\": \"%s\", \"causal\": %s, "
+           "\"threads\": %d, \"isa\": \"%s\", \"reps\": %d",
+           m->what, (long long)r->seq_q, (long long)r->seq_k, (long long)o->batch,
+           (long long)o->heads, (long long)o->heads_kv, (long long)o->head_dim,
+           dtype_name(o->dtype), o->causal ? "true" : "false", o->threads, flashattn_isa(), o->reps);
+    fa_json_num("flash_ms", r->flash_ms, 1);
+    fa_json_num("standard_ms", r->standard_ms, r->standard_ms >= 0);
+    fa_json_num("speedup", r->standard_ms / r->flash_ms, r->standard_ms >= 0 && r->flash_ms > 0);
+    fa_json_num("cblas_ms", r->cblas_ms, r->cblas_ms >= 0);
+    fa_json_num("speedup_cblas", r->cblas_ms / r->flash_ms, r->cblas_ms >= 0 && r->flash_ms > 0);
+    fa_json_num("flops", r->flops, 1);
+    fa_json_num("flash_gflops", gf, 1);
+    fa_json_num("pct_peak", 100.0 * gf / pk->gflops, pk->gflops > 0);
+    fa_json_num("peak_gflops", pk->gflops, 1);
+    fa_json_num("peak_1thread_gflops", pk->one_thread, pk->one_thread > 0);
+    printf(", \"peak_scaled\": %s", pk->scaled ? "true" : "false");
+    fa_json_size("workspace_bytes", r->workspace_bytes, 1);
+    fa_json_size("standard_bytes", r->standard_bytes, o->standard);
+    fa_json_size("cblas_bytes", r->cblas_bytes, r->cblas_bytes > 0);
+    fa_json_num("max_abs_diff", r->max_abs_diff, r->max_abs_diff >= 0);
+    fa_json_str("placement", fa_cli_placement());
+    if (r->note[0]) fa_json_str("note", r->note);
+    printf("}\n");
+}
 
 int cmd_bench(int argc, char **argv) {
-    fprintf(stderr, "flashattn bench: not built yet\n");
-    return 2;
+    bench_opts o;
+    const bench_mode *mode;
+    int rc = parse_args(argc, argv, &o, &mode);
+    if (rc == 1) usage(stdout);
+    if (rc) return rc == 1 ? 0 : 2;
+    fa_cli_place_threads(argc, argv);
+#ifdef _OPENMP
+    if (o.threads == 0) o.threads = omp_get_max_threads();
+#else
+    o.threads = 1;
+#endif
+    bench_peak pk;
+    measure_peak(&o, &pk);
+    if (!o.json) print_header(&o, mode, &pk);
+    if (!pk.scaled)
+        fprintf(stderr,
+                "flashattn bench: WARNING: %d threads did not scale on the peak loop (1 thread "
+                "%.1f GFLOP/s): threads share a core or the machine is busy; placement: %s\n",
+                pk.team, pk.one_thread, fa_cli_placement());
+    for (int i = 0; i < o.nseq; i++) {
+        bench_row r;
+        if (mode->run(&o, o.seq_q[i], o.seq_k[i], &r)) return 1;
+        if (o.json) print_json(&o, mode, &r, &pk);
+        else print_row(&o, &r, &pk);
+        fflush(stdout);
+    }
+    return 0;
 }

@@ -1,0 +1,52 @@
+/*
+ * `flashattn bench`: one table row per sequence length, for one mode
+ * (forward today). A mode fills bench_row for a shape; cmd_bench.c owns
+ * the options, the peak, the repetitions' statistics and the output.
+ *
+ * Adding a mode (--bwd, --decode): write bench_<mode>.c with a
+ * bench_run_fn, and add its line to the modes[] table in cmd_bench.c.
+ */
+#ifndef FA_CLI_BENCH_H
+#define FA_CLI_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flashattn.h"
+
+#define BENCH_MAX_SEQS 64
+/* Standard attention needing more than this is reported n/a, not run. */
+#define BENCH_STANDARD_LIMIT ((size_t)8 << 30)
+
+typedef struct {
+    int64_t batch, heads, heads_kv, head_dim;
+    int64_t seq_q[BENCH_MAX_SEQS], seq_k[BENCH_MAX_SEQS];
+    int nseq;
+    flashattn_dtype dtype;
+    int causal, threads, reps, json, standard;
+} bench_opts;
+
+/* One measured shape. Times are medians over the repetitions, after one
+ * warm-up run; a time < 0 means not run (n/a), with the reason in note. */
+typedef struct {
+    int64_t seq_q, seq_k;
+    double flops;                /* 4 * batch * heads * visible (q, k) pairs * head_dim */
+    double flash_ms, standard_ms, cblas_ms;
+    size_t workspace_bytes;      /* flash */
+    size_t standard_bytes;       /* standard attention's extra memory (S, packing, tiles) */
+    size_t cblas_bytes;
+    double max_abs_diff;         /* |flash - standard| over O: a sanity check, < 0 if not run */
+    char note[256];
+} bench_row;
+
+/* Measure one shape; returns 0, or non-zero after printing why to stderr
+ * (the flash path itself failed: the bench stops). */
+typedef int (*bench_run_fn)(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row);
+
+int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row);
+
+/* Median milliseconds of `reps` timed calls of fn(ctx) after one warm-up;
+ * fn returns 0 on success; a failure gives -1. */
+double bench_time_ms(int (*fn)(void *ctx), void *ctx, int reps);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * The machine's measured peaks, for `flashattn peak` and for bench's
+ * pct_peak (measured in the same process, so both see the same clocks,
+ * load and placement). Compute peaks: best of a few runs of the register-
+ * blocked loops of kernels/peak.h on every thread; bandwidth: best of a
+ * few full reads of an array far larger than the last-level cache.
+ */
+#ifndef FA_CLI_PEAK_H
+#define FA_CLI_PEAK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/peak.h"
+
+#define FA_PEAK_MAX_THREADS 1024
+
+/* The loops of the widest ISA this CPU runs. */
+const fa_peak_kernels *fa_peak_widest(void);
+
+/* Whether the CPU (and this build) can run the BF16 dot-product loop. */
+int fa_peak_has_bf16(const fa_peak_kernels *pk);
+
+/* GFLOP/s of the FP32 FMA loop (bf16 = 0) or the BF16 dot-product loop
+ * (bf16 = 1) on `threads` threads. cpus (may be NULL) receives, per
+ * thread, the CPU it finished on, and *team the team size OpenMP gave. */
+double fa_peak_compute(const fa_peak_kernels *pk, int bf16, int threads, int *cpus, int *team);
+
+/* A read-bandwidth array, first touched by the threads that will read it. */
+typedef struct {
+    float *x;
+    int64_t n; /* floats */
+} fa_peak_array;
+
+/* 0 on success; -1 when the memory could not be had. */
+int fa_peak_array_alloc(fa_peak_array *a, size_t bytes, int threads);
+void fa_peak_array_free(fa_peak_array *a);
+
+/* GB/s (1e9 bytes) reading the whole array on `threads` threads. */
+double fa_peak_bandwidth(const fa_peak_kernels *pk, const fa_peak_array *a, int threads);
+
+/* Whether `threads` threads scaled: at least 0.75 x threads times the one-
+ * thread figure (on 2 threads: 1.5x); below that, they likely shared a core. */
+int fa_peak_scaled(double one, double all, int threads);
+
+#endif
