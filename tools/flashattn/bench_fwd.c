@@ -142,11 +142,16 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
         if (fa_standard_workspace_size(&x.q, &x.k, &x.v, &x.o, &x.p, fa_active_kernels(),
                                        &row->standard_bytes) == FLASHATTN_OK)
             row->standard_ms = time_baseline(&x, run_standard, row->standard_bytes, o, "standard", row);
+        else
+            add_note(row, "standard", flashattn_last_error());
         if (row->standard_ms >= 0) row->max_abs_diff = max_abs_diff(&o_flash, &o_std);
-        if (fa_standard_cblas_name() &&
-            fa_standard_cblas_workspace_size(&x.q, &x.k, &x.v, &x.o, &x.p, &row->cblas_bytes) ==
+        if (fa_standard_cblas_name()) {
+            if (fa_standard_cblas_workspace_size(&x.q, &x.k, &x.v, &x.o, &x.p, &row->cblas_bytes) ==
                 FLASHATTN_OK)
-            row->cblas_ms = time_baseline(&x, run_cblas, row->cblas_bytes, o, "cblas", row);
+                row->cblas_ms = time_baseline(&x, run_cblas, row->cblas_bytes, o, "cblas", row);
+            else
+                add_note(row, "cblas", flashattn_last_error());
+        }
         x.o = o_flash;
     }
 done:
