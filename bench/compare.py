@@ -116,7 +116,7 @@ def write_plot(path, rows, title):
     ax.set_xticks(seqs, [str(s) for s in seqs])
     ax.set_xlabel("sequence length")
     ax.set_ylabel("time per call (ms, median)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title.replace("; ", "\n"), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -185,18 +185,24 @@ def check(status, what):
     raise err
 
 
+_defaults = {}
+
+
 def _initialised(struct, init):
     """A `struct` filled by the library's init function. The library's
     struct may be larger than ours: it initialises a buffer big enough for
-    any future version, and we keep our prefix."""
-    raw = ctypes.create_string_buffer(4096)
-    init(raw)
-    s = struct.from_buffer_copy(raw.raw[:ctypes.sizeof(struct)])
-    if s.struct_size < ctypes.sizeof(struct):
-        raise LibraryError("flashattn: the C library's %s (%d bytes) is older than this "
-                           "binding's (%d bytes): reinstall the package"
-                           % (struct.__name__, s.struct_size, ctypes.sizeof(struct)))
-    return s
+    any future version, and we keep our prefix. Done once per struct (a
+    call costs microseconds that decode steps notice), then copied."""
+    if struct not in _defaults:
+        raw = ctypes.create_string_buffer(4096)
+        init(raw)
+        s = struct.from_buffer_copy(raw.raw[:ctypes.sizeof(struct)])
+        if s.struct_size < ctypes.sizeof(struct):
+            raise LibraryError("flashattn: the C library's %s (%d bytes) is older than this "
+                               "binding's (%d bytes): reinstall the package"
+                               % (struct.__name__, s.struct_size, ctypes.sizeof(struct)))
+        _defaults[struct] = bytes(s)
+    return struct.from_buffer_copy(_defaults[struct])
 
 
 def new_params(scale=None, causal=False, window_size=(-1, -1), align=ALIGN_BOTTOM_RIGHT,
