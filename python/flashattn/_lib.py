@@ -115,13 +115,12 @@ def _library_path():
 lib = ctypes.CDLL(_library_path())
 
 _P = ctypes.POINTER
+_T = _P(Tensor)
 for _name, _restype, _argtypes in [
     ("flashattn_fwd_workspace_size", ctypes.c_int,
-     [_P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor), _P(ctypes.c_float), _P(Params),
-      _P(ctypes.c_size_t)]),
+     [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
     ("flashattn_fwd", ctypes.c_int,
-     [_P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor), _P(ctypes.c_float), _P(Params),
-      ctypes.c_void_p, ctypes.c_size_t]),
+     [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
     ("flashattn_params_init", None, [ctypes.c_void_p]),
     ("flashattn_tensor_bshd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
     ("flashattn_tensor_bhsd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
@@ -136,7 +135,6 @@ for _name, _restype, _argtypes in [
 
 # Entry points that arrived after the forward; the functions that need one
 # raise NotImplementedError when the loaded library lacks it.
-_T = _P(Tensor)
 for _name, _restype, _argtypes in [
     ("flashattn_bwd", ctypes.c_int, [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T,
                                      _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
