@@ -1,25 +1,23 @@
 /*
- * Tile choice for the forward pass.
+ * Tile choice (the sources in tiles.h, the rule in tile_rule.c) and the
+ * forward workspace layout.
  *
- * Footprint of one work item (f32, d = head_dim, dp = d rounded up to 16):
- *     Q tile   block_m * d            read by every Q.K^T step
- *     S/P tile block_m * block_n      written by Q.K^T, read by P.V
- *     O acc    block_m * dp           read-modify-written by every P.V step
- *     K panel  block_n * d            streamed once per step
- *     V rows   block_n * dp           streamed once per step
- * The per-thread tiles are kept within about half of L2 so the K/V panels
- * streaming through it (and the next one being prefetched) fit beside them.
- *
- * block_n never depends on the thread count: rows see the same kv-blocks in
- * the same order whatever the threads, which is what makes results
- * bit-identical across thread counts. block_m may shrink so short sequences
- * still give every thread work (the source documents' dynamic tile choice);
- * a row's arithmetic does not depend on block_m (see kernels.h).
+ * block_n never depends on the thread count: rows see the same kv-blocks
+ * in the same order whatever the threads, which is what makes results
+ * bit-identical across thread counts. block_m may follow the threads; a
+ * row's arithmetic does not depend on block_m (see kernels.h).
  */
 #include "plan/tiles.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "api/status.h"
 #include "api/validate.h"
+#include "plan/cpu_caches.h"
+#include "plan/tile_rule.h"
+#include "plan/tune_file.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -38,47 +36,95 @@ static int default_threads(void) {
 #endif
 }
 
-static int auto_block_n(const fa_problem *pb, const fa_kernels *kern) {
-    int bn = pb->head_dim > 128 ? 128 : 256;
-    int64_t need = (int64_t)round_up((size_t)(pb->seq_k > 0 ? pb->seq_k : 1), (size_t)kern->nr);
-    if (need < bn) bn = (int)need;
-    return bn;
+/* The constraint a tile value breaks, or NULL when the kernels can run it. */
+static const char *tile_problem(int64_t v, int is_block_n, const fa_kernels *kern, char *buf,
+                                size_t n) {
+    if (v < 1) snprintf(buf, n, "must be >= 1 (0 means automatic only in params)");
+    else if (v > FA_MAX_BLOCK) snprintf(buf, n, "must be <= %d", FA_MAX_BLOCK);
+    else if (is_block_n && v % kern->nr != 0)
+        snprintf(buf, n, "must be a multiple of %d (the %s kernel's NR)", kern->nr, kern->isa);
+    else return NULL;
+    return buf;
 }
 
-static int auto_block_m(const fa_problem *pb, const fa_kernels *kern, int threads) {
-    int bm = pb->head_dim > 128 ? 48 : 96;
-    bm = bm / kern->mr * kern->mr;
-    if (bm < kern->mr) bm = kern->mr;
-    /* Enough work items for every thread (4 per thread evens out causal's
-     * unequal items), but never below one register tile of rows. */
-    int64_t heads = pb->batch * pb->heads_q;
-    while (bm > kern->mr && heads * ((pb->seq_q + bm - 1) / bm) < 4 * (int64_t)threads)
-        bm -= kern->mr;
-    int64_t rows = pb->seq_q > 0 ? pb->seq_q : 1;
-    if (rows < bm) bm = (int)round_up((size_t)rows, (size_t)kern->mr);
-    return bm;
+flashattn_status fa_check_tile(const char *what, int64_t value, int is_block_n,
+                               const fa_kernels *kern) {
+    char why[96];
+    if (!tile_problem(value, is_block_n, kern, why, sizeof why)) return FLASHATTN_OK;
+    return fa_fail(FLASHATTN_ERR_BAD_TILE, "%s=%lld: %s", what, (long long)value, why);
+}
+
+/* FLASHATTN_BLOCK_M / _N: 0 in *v when unset or empty. */
+static flashattn_status env_tile(const char *name, int is_block_n, const fa_kernels *kern, int *v) {
+    const char *text = getenv(name);
+    *v = 0;
+    if (!text || !text[0]) return FLASHATTN_OK;
+    char *end;
+    errno = 0;
+    long long x = strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || errno)
+        return fa_fail(FLASHATTN_ERR_BAD_TILE, "%s='%s': not an integer (unset it for automatic tiles)",
+                       name, text);
+    flashattn_status s = fa_check_tile(name, x, is_block_n, kern);
+    if (!s) *v = (int)x;
+    return s;
+}
+
+/* Tiles from the tuning file for this shape and kernel, 0 where none. */
+static void tuned_tiles(const fa_problem *pb, const flashattn_params *p, const fa_kernels *kern,
+                        int *bm, int *bn) {
+    fa_tune_key key;
+    char why[96];
+    *bm = *bn = 0;
+    fa_tune_key_make(&key, kern->isa, pb->head_dim, pb->q->dtype, p->causal);
+    if (!fa_tune_lookup(&key, bm, bn)) return;
+    const char *bad_m = tile_problem(*bm, 0, kern, why, sizeof why);
+    const char *bad_n = bad_m ? NULL : tile_problem(*bn, 1, kern, why, sizeof why);
+    if (bad_m || bad_n) {
+        fa_tune_warn("tuning file entry for %s head_dim %lld ignored: block_%s=%d %s", kern->isa,
+                     (long long)pb->head_dim, bad_m ? "m" : "n", bad_m ? *bm : *bn, why);
+        *bm = *bn = 0;
+    }
+}
+
+static flashattn_status choose_tiles(const fa_problem *pb, const flashattn_params *p,
+                                     const fa_kernels *kern, fa_fwd_plan *plan) {
+    flashattn_status s;
+    int env_m = 0, env_n = 0, tune_m = 0, tune_n = 0, rule_m, rule_n;
+    if (p->block_m > 0 && (s = fa_check_tile("params.block_m", p->block_m, 0, kern))) return s;
+    if (p->block_n > 0 && (s = fa_check_tile("params.block_n", p->block_n, 1, kern))) return s;
+    if (p->block_m == 0 && (s = env_tile("FLASHATTN_BLOCK_M", 0, kern, &env_m))) return s;
+    if (p->block_n == 0 && (s = env_tile("FLASHATTN_BLOCK_N", 1, kern, &env_n))) return s;
+    if ((p->block_m == 0 && env_m == 0) || (p->block_n == 0 && env_n == 0))
+        tuned_tiles(pb, p, kern, &tune_m, &tune_n);
+
+    const fa_cpu_caches *cc = fa_cpu_caches_get();
+    const fa_tile_query q = {
+        .batch = pb->batch, .heads_q = pb->heads_q, .seq_q = pb->seq_q, .seq_k = pb->seq_k,
+        .head_dim = pb->head_dim, .elem_bytes = (int)sizeof(float), /* kernels widen to f32 */
+        .mr = kern->mr, .nr = kern->nr, .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes,
+        .threads = plan->threads,
+    };
+    fa_tile_rule(&q, &rule_m, &rule_n);
+    /* A tuned block_n shrinks to the keys there are (as the rule's does),
+     * a tuned block_m to the work there is: a file entry measured on long
+     * sequences must not leave threads idle on short ones. */
+    const int keys = (int)round_up((size_t)(pb->seq_k > 0 ? pb->seq_k : 1), (size_t)kern->nr);
+    if (tune_n > keys && keys <= FA_MAX_BLOCK) tune_n = keys;
+    if (tune_m) tune_m = fa_tile_fit_threads(&q, tune_m);
+
+    plan->block_m = p->block_m ? p->block_m : env_m ? env_m : tune_m ? tune_m : rule_m;
+    plan->source_m = p->block_m ? "params" : env_m ? "environment" : tune_m ? "tuning file" : "rule";
+    plan->block_n = p->block_n ? p->block_n : env_n ? env_n : tune_n ? tune_n : rule_n;
+    plan->source_n = p->block_n ? "params" : env_n ? "environment" : tune_n ? "tuning file" : "rule";
+    return FLASHATTN_OK;
 }
 
 flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
                              const fa_kernels *kern, fa_fwd_plan *plan) {
+    flashattn_status s;
     plan->threads = p->num_threads > 0 ? p->num_threads : default_threads();
-    if (p->block_n > 0) {
-        if (p->block_n % kern->nr != 0 || p->block_n > FA_MAX_BLOCK)
-            return fa_fail(FLASHATTN_ERR_BAD_TILE,
-                           "block_n=%d: must be a multiple of %d (the %s kernel's NR) and <= %d",
-                           p->block_n, kern->nr, kern->isa, FA_MAX_BLOCK);
-        plan->block_n = p->block_n;
-    } else {
-        plan->block_n = auto_block_n(pb, kern);
-    }
-    if (p->block_m > 0) {
-        if (p->block_m > FA_MAX_BLOCK)
-            return fa_fail(FLASHATTN_ERR_BAD_TILE, "block_m=%d: must be <= %d", p->block_m,
-                           FA_MAX_BLOCK);
-        plan->block_m = p->block_m;
-    } else {
-        plan->block_m = auto_block_m(pb, kern, plan->threads);
-    }
+    if ((s = choose_tiles(pb, p, kern, plan))) return s;
 
     const size_t d = (size_t)pb->head_dim, dp = (size_t)pb->head_dim_pad;
     const size_t bm = (size_t)plan->block_m, bn = (size_t)plan->block_n;

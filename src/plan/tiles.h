@@ -1,6 +1,12 @@
 /*
- * Tile choice and workspace layout for the forward pass. The footprint model
- * and the rule live here, and only here.
+ * Tile choice and workspace layout for the forward pass. Where each tile
+ * comes from, first match wins:
+ *   1. params.block_m / block_n, when not 0;
+ *   2. the environment, FLASHATTN_BLOCK_M / FLASHATTN_BLOCK_N (forward only);
+ *   3. the tuning file FLASHATTN_TUNE_FILE names (plan/tune_file.h);
+ *   4. the automatic rule (plan/tile_rule.c), from the detected caches.
+ * User tiles (1, 2) that the kernels cannot run are errors; a tuning file's
+ * are skipped with a warning (the file may predate the kernels).
  */
 #ifndef FA_TILES_H
 #define FA_TILES_H
@@ -14,6 +20,7 @@ typedef struct fa_fwd_plan {
     int block_m;            /* query rows per work item */
     int block_n;            /* keys per inner step; multiple of kern->nr */
     int threads;
+    const char *source_m, *source_n; /* "params", "environment", "tuning file", "rule" */
     int64_t groups_per_pass;  /* (batch, kv-head) groups packed at once */
     size_t kpack_floats;      /* per group: K as [ceil(seq_k/nr)][head_dim][nr] */
     size_t vpack_floats;      /* per group: V as [seq_k][head_dim_pad] */
@@ -26,6 +33,13 @@ typedef struct fa_fwd_plan {
  * workspace size does not fit in size_t. */
 flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
                              const fa_kernels *kern, fa_fwd_plan *plan);
+
+/* Whether a tile the user gave (`what` names where: "params.block_n",
+ * "FLASHATTN_BLOCK_N", "--block-n") can run on kern: >= 1, <= FA_MAX_BLOCK,
+ * block_n a multiple of kern->nr. Returns BAD_TILE via fa_fail with a
+ * message naming the broken constraint. */
+flashattn_status fa_check_tile(const char *what, int64_t value, int is_block_n,
+                               const fa_kernels *kern);
 
 /* Largest block the kernels accept in either dimension. */
 #define FA_MAX_BLOCK 4096
