@@ -50,7 +50,7 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
     flashattn_tensor parts[FLASHATTN_MAX_SPLITS];
     const float *part_lse[FLASHATTN_MAX_SPLITS];
     const int64_t dpad = pb->head_dim_pad;
-    for (int s = 0; s < splits && splits > 1; s++) {
+    for (int s = 0; splits > 1 && s < splits; s++) {
         float *o = part_area + (plan->part_floats + plan->part_lse_floats) * (size_t)s;
         flashattn_tensor t = {o,
                               FLASHATTN_F32,
@@ -76,11 +76,10 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
 #pragma omp parallel num_threads(plan->threads)
     {
         float *tw = base + plan->thread_floats * (size_t)fa_thread_id();
-        /* the last head_dim_pad floats of the area: free during appends */
-        float *row_tmp = tw + plan->thread_floats - (size_t)dpad;
+        /* the thread's area is free during the appends (Q alone is d floats) */
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < appends; it++)
-            fa_decode_append(dp, kern, it / dp->seq_new, it % dp->seq_new, row_tmp);
+            fa_decode_append(dp, kern, it / dp->seq_new, it % dp->seq_new, tw);
         /* implicit barrier: the new rows are in the cache */
 #pragma omp for schedule(dynamic)
         for (int64_t it = 0; it < items; it++) {

@@ -9,9 +9,8 @@
  * cache is read once per kv-head, not once per query head.
  *
  *   for each step of keys:
- *       K rows -> f32;   S^T = K Q^T    (cache rows are the GEMM's broadcast
- *                                        operand: K is never transposed;
- *                                        only the small S^T is)
+ *       K rows -> f32;   S = Q K^T      (gemm_nt: K rows as they are, no
+ *                                        panel packing, no transposes)
  *       mask, m' = max(m, rowmax S), P = exp2(S - m'), l = l*2^(m-m') + rowsum P
  *       V rows -> f32;   acc = acc*2^(m-m') + P V
  *   O = acc / l,  LSE = ln2 * (m + log2 l)
@@ -34,6 +33,20 @@ static size_t round16(size_t x) { return (x + 15) / 16 * 16; }
 static void mask_row(float *s, int64_t j0, int64_t n, int64_t lo, int64_t end) {
     for (int64_t j = 0; j < n && j0 + j < lo; j++) s[j] = -INFINITY;
     for (int64_t j = end - j0 > 0 ? end - j0 : 0; j < n; j++) s[j] = -INFINITY;
+}
+
+/* Addresses of rows [j0, j0 + n) of kv-head hk of sequence b in t (the
+ * cache's k or v): one block-table lookup per page, not per row. */
+static void cache_rows(const fa_decode_problem *dp, const flashattn_tensor *t, int64_t b,
+                       int64_t hk, int64_t j0, int64_t n, const char **out) {
+    const int64_t step = t->stride_seq * (t->dtype == FLASHATTN_F32 ? 4 : 2);
+    for (int64_t j = 0; j < n;) {
+        const char *row = fa_cache_row(dp, t, b, j0 + j, hk);
+        int64_t run = dp->block_table ? dp->page_size - (j0 + j) % dp->page_size : n - j;
+        if (run > n - j) run = n - j;
+        for (int64_t r = 0; r < run; r++) out[j + r] = row + r * step;
+        j += run;
+    }
 }
 
 static void prefetch_row(const void *p, int64_t bytes) {
@@ -61,27 +74,24 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     const fa_problem seq = fa_decode_seq(dp, b);
     const fa_problem *pb = &seq;
     const int64_t d = pb->head_dim, dpad = pb->head_dim_pad, g = pb->group;
-    const int64_t bn = plan->block_n, mp = plan->rows_pad;
+    const int64_t bn = plan->block_n;
     const int mr = kern->mr, nr = kern->nr;
     const int64_t r0 = tile * plan->block_m;
     const int m = (int)(g * pb->seq_q - r0 < plan->block_m ? g * pb->seq_q - r0 : plan->block_m);
     const size_t kbytes = (size_t)d * (pb->k->dtype == FLASHATTN_F32 ? 4 : 2);
-    float *qt = tw;                                        /* [d][mp]  */
-    float *st = qt + round16((size_t)(d * mp));             /* [bn][mp] */
-    float *s = st + round16((size_t)(bn * mp));             /* [m][bn]  */
-    float *acc = s + round16((size_t)(bn * mp));            /* [m][dpad] */
-    float *kv = acc + round16((size_t)(plan->block_m * dpad)); /* [bn][d] K, then [bn][dpad] V */
+    float *q = tw;                                              /* [m][d]    */
+    float *s = q + round16((size_t)(plan->block_m * d));        /* [m][bn]   */
+    float *acc = s + round16((size_t)(plan->block_m * bn));     /* [m][dpad] */
+    float *kv = acc + round16((size_t)(plan->block_m * dpad));  /* [bn][d] K, then [bn][dpad] V */
     float *mx = kv + round16((size_t)(bn * dpad));
     float *ls = mx + round16((size_t)plan->block_m);
-    float *tmp = ls + round16((size_t)plan->block_m);      /* one row */
+    const char **krow = (const char **)(ls + round16((size_t)plan->block_m)); /* [bn] each */
+    const char **vrow = krow + bn, **knext = vrow + bn;
 
-    /* Q^T, pre-scaled into base 2; columns past m are zero so the padded
-     * S^T columns are finite (nothing reads them). */
-    for (int64_t c = 0; c < d; c++) memset(qt + c * mp + m, 0, (size_t)(mp - m) * sizeof(float));
+    /* Q rows, pre-scaled into base 2 */
     for (int r = 0; r < m; r++) {
         const int64_t i = (r0 + r) / g, h = hk * g + (r0 + r) % g;
-        kern->load(tmp, fa_row_ptr(pb->q, b, i, h), pb->q->dtype, d, pb->scale_log2);
-        for (int64_t c = 0; c < d; c++) qt[c * mp + r] = tmp[c];
+        kern->load(q + r * d, fa_row_ptr(pb->q, b, i, h), pb->q->dtype, d, pb->scale_log2);
         mx[r] = -INFINITY;
         ls[r] = 0.0f;
     }
@@ -91,19 +101,15 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     split_range(fa_key_lo(pb, i_first), fa_key_end(pb, i_last), split, plan->num_splits, bn,
                 &j_beg, &j_end);
     int first = 1;
+    if (j_beg < j_end) cache_rows(dp, pb->k, b, hk, j_beg, j_end - j_beg < bn ? j_end - j_beg : bn, krow);
     for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
         const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
+        cache_rows(dp, pb->v, b, hk, j0, n, vrow);
         for (int64_t j = 0; j < n; j++) {
-            kern->load(kv + j * d, fa_cache_row(dp, pb->k, b, j0 + j, hk), pb->k->dtype, d, 1.0f);
-            prefetch_row(fa_cache_row(dp, pb->v, b, j0 + j, hk), (int64_t)kbytes);
+            kern->load(kv + j * d, krow[j], pb->k->dtype, d, 1.0f);
+            prefetch_row(vrow[j], (int64_t)kbytes);
         }
-        /* S^T[n x m] = K Q^T, then S = (S^T)^T for the row kernels */
-        for (int64_t j = 0; j < n; j += mr)
-            for (int64_t c = 0; c < mp; c += nr)
-                kern->gemm((int)(n - j < mr ? n - j : mr), (int)(mp - c < nr ? mp - c : nr), d,
-                           kv + j * d, d, qt + c, mp, st + j * mp + c, mp, 0);
-        for (int r = 0; r < m; r++)
-            for (int64_t j = 0; j < n; j++) s[r * bn + j] = st[j * mp + r];
+        kern->gemm_nt(m, (int)n, d, q, d, kv, d, s, bn);
 
         /* Only steps that cut some row's visible range need the mask. */
         const int full = fa_key_lo(pb, i_last) <= j0 && fa_key_end(pb, i_first) >= j0 + n;
@@ -125,14 +131,17 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
             mx[r] = mnew;
         }
 
-        const int64_t j_next = j0 + bn;
+        /* V rows, while the next step's K rows are prefetched */
+        const int64_t n_next = j0 + bn < j_end ? (j0 + 2 * bn < j_end ? bn : j_end - j0 - bn) : 0;
+        if (n_next) cache_rows(dp, pb->k, b, hk, j0 + bn, n_next, knext);
         for (int64_t j = 0; j < n; j++) {
-            float *vrow = kv + j * dpad;
-            kern->load(vrow, fa_cache_row(dp, pb->v, b, j0 + j, hk), pb->v->dtype, d, 1.0f);
-            if (dpad > d) memset(vrow + d, 0, (size_t)(dpad - d) * sizeof(float));
-            if (j_next + j < j_end)
-                prefetch_row(fa_cache_row(dp, pb->k, b, j_next + j, hk), (int64_t)kbytes);
+            float *vr = kv + j * dpad;
+            kern->load(vr, vrow[j], pb->v->dtype, d, 1.0f);
+            if (dpad > d) memset(vr + d, 0, (size_t)(dpad - d) * sizeof(float));
+            if (j < n_next) prefetch_row(knext[j], (int64_t)kbytes);
         }
+        const char **t = krow;
+        krow = knext, knext = t;
         /* acc (+)= P V; the first step overwrites, so acc needs no clearing */
         for (int64_t c = 0; c < dpad; c += nr) {
             const int n_cols = (int)(dpad - c < nr ? dpad - c : nr);

@@ -61,6 +61,17 @@ typedef struct fa_kernels {
 
     /* dst[i] = round_to_dtype(src[i] * mul), round to nearest even. */
     void (*store)(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+
+    /* C[m x n] = A[m x k] . B^T, B given as n rows of k floats (row stride
+     * ldb): decode's S = Q K^T straight from K rows, with no [k][nr] panel
+     * to pack. Any m, n >= 0, k >= 0 (C = 0), any strides and alignment;
+     * C is overwritten, never read. The order of each sum over k is the
+     * kernel's own (SIMD lanes, then a reduction), so results agree with
+     * the portable kernel to rounding, not bit for bit; but an element
+     * depends only on its row of A and its row of B, never on m, n or its
+     * place in C. */
+    void (*gemm_nt)(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                    int64_t ldb, float *c, int64_t ldc);
 } fa_kernels;
 
 /* Tables defined by each ISA's files. SIMD tables exist only when the

@@ -5,15 +5,14 @@
  * threads without work (split-KV, "flash-decoding").
  *
  * Footprint of one work item (f32, d = head_dim, dp = d rounded up to 16,
- * mp = block_m rounded up to 16, bn = block_n):
- *     Q^T      d * mp     the rows' queries, transposed: S^T = K Q^T reads
- *                         cache rows as the GEMM's broadcast operand, so
- *                         K is never transposed
- *     S^T, S   2 * bn * mp
- *     acc      block_m * dp
+ * bm = block_m, bn = block_n):
+ *     Q        bm * d     the rows' queries
+ *     S/P      bm * bn
+ *     acc      bm * dp
  *     K/V rows bn * dp    one step of cache rows widened to f32, K then V
+ *     addresses 3 * bn    of this step's K and V rows and the next K rows
  * With bn = 64 and d = 128 the K/V rows are 32 KiB: they stay in L1/L2
- * between the conversion and the GEMM that consumes them.
+ * between the conversion and the kernel that consumes them.
  *
  * The workspace never depends on the seqlens values (only on capacity),
  * so one workspace serves a whole generation.
@@ -68,15 +67,12 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
                                 const fa_kernels *kern, fa_decode_plan *plan) {
     const fa_problem *pb = &dp->base;
     plan->threads = p->num_threads > 0 ? p->num_threads : default_threads();
-    if (p->block_n > 0) {
-        if (p->block_n % kern->nr != 0 || p->block_n > FA_MAX_BLOCK)
-            return fa_fail(FLASHATTN_ERR_BAD_TILE,
-                           "block_n=%d: must be a multiple of %d (the %s kernel's NR) and <= %d",
-                           p->block_n, kern->nr, kern->isa, FA_MAX_BLOCK);
-        plan->block_n = p->block_n;
-    } else {
-        plan->block_n = (int)round_up(FA_DECODE_KEYS, (size_t)kern->nr);
-    }
+    /* Keys are gemm_nt's n (S = Q K^T) and the GEMM's k (P V) here, so any
+     * step size works, unlike the forward's NR multiples. */
+    if (p->block_n > FA_MAX_BLOCK)
+        return fa_fail(FLASHATTN_ERR_BAD_TILE, "block_n=%d: must be <= %d", p->block_n,
+                       FA_MAX_BLOCK);
+    plan->block_n = p->block_n > 0 ? p->block_n : FA_DECODE_KEYS;
     const int64_t rows = pb->group * pb->seq_q;
     if (p->block_m > 0) {
         if (p->block_m > FA_MAX_BLOCK)
@@ -87,19 +83,18 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
         plan->block_m = auto_block_m(rows);
     }
     plan->row_tiles = (rows + plan->block_m - 1) / plan->block_m;
-    plan->rows_pad = (int64_t)round_up((size_t)plan->block_m, FA_COL_ALIGN);
 
     const int64_t items = pb->batch * pb->heads_kv * plan->row_tiles;
     plan->num_splits = p->num_splits > 0 ? p->num_splits
                                          : auto_splits(items, plan->threads, pb->seq_k);
 
     const size_t d = (size_t)pb->head_dim, dpad = (size_t)pb->head_dim_pad;
-    const size_t bm = (size_t)plan->block_m, mp = (size_t)plan->rows_pad;
-    const size_t bn = (size_t)plan->block_n;
+    const size_t bm = (size_t)plan->block_m, bn = (size_t)plan->block_n;
     /* block_m, block_n <= FA_MAX_BLOCK and d <= 256: no overflow here. */
-    plan->thread_floats = round_up(d * mp, FA_ALIGN_FLOATS) + 2 * round_up(bn * mp, FA_ALIGN_FLOATS) +
+    plan->thread_floats = round_up(bm * d, FA_ALIGN_FLOATS) + round_up(bm * bn, FA_ALIGN_FLOATS) +
                           round_up(bm * dpad, FA_ALIGN_FLOATS) + round_up(bn * dpad, FA_ALIGN_FLOATS) +
-                          2 * round_up(bm, FA_ALIGN_FLOATS) + round_up(dpad, FA_ALIGN_FLOATS);
+                          2 * round_up(bm, FA_ALIGN_FLOATS) +
+                          round_up(3 * bn * sizeof(const char *) / sizeof(float), FA_ALIGN_FLOATS);
 
     plan->part_floats = plan->part_lse_floats = 0;
     if (plan->num_splits > 1) {

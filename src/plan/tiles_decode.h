@@ -14,12 +14,11 @@
 
 typedef struct fa_decode_plan {
     int block_m;            /* query rows per work item */
-    int block_n;            /* keys per step; multiple of kern->nr */
+    int block_n;            /* keys per step */
     int num_splits;
     int threads;
     int64_t row_tiles;      /* ceil(group * seq_q / block_m) */
-    int64_t rows_pad;       /* block_m rounded up to FA_COL_ALIGN */
-    size_t thread_floats;   /* per thread: Q^T, S^T, S, acc, K/V rows, m, l, one row */
+    size_t thread_floats;   /* per thread: Q, S, acc, K/V rows, m, l, row addresses */
     size_t part_floats;     /* per split (num_splits > 1): partial O, [batch, seq_q, heads_q, head_dim_pad] */
     size_t part_lse_floats; /* per split: partial LSE, [batch, heads_q, seq_q] */
     size_t workspace_bytes;

@@ -1,6 +1,7 @@
 /* The AVX2 kernel table; isa.c hands it out only when CPUID reports AVX2,
  * FMA and F16C. */
 #include "kernels/avx2/avx2.h"
+#include "kernels/ref/ref.h"
 
 const fa_kernels fa_kernels_avx2 = {
     .isa = "avx2",
@@ -12,4 +13,5 @@ const fa_kernels fa_kernels_avx2 = {
     .scale = fa_scale_avx2,
     .load = fa_load_avx2,
     .store = fa_store_avx2,
+    .gemm_nt = fa_gemm_nt_ref, /* portable until an AVX2 version is written */
 };

@@ -1,6 +1,7 @@
 /* The AVX-512 kernel table; isa.c hands it out only when CPUID reports
  * AVX-512 F/BW/VL/DQ (FMA and F16C come with them on every such CPU). */
 #include "kernels/avx512/avx512.h"
+#include "kernels/ref/ref.h"
 
 const fa_kernels fa_kernels_avx512 = {
     .isa = "avx512",
@@ -12,4 +13,5 @@ const fa_kernels fa_kernels_avx512 = {
     .scale = fa_scale_avx512,
     .load = fa_load_avx512,
     .store = fa_store_avx512,
+    .gemm_nt = fa_gemm_nt_ref, /* portable until an AVX-512 version is written */
 };

@@ -11,4 +11,5 @@ const fa_kernels fa_kernels_scalar = {
     .scale = fa_scale_ref,
     .load = fa_load_ref,
     .store = fa_store_ref,
+    .gemm_nt = fa_gemm_nt_ref,
 };
