@@ -20,7 +20,8 @@
 
 static inline __m512 fa_exp2_avx512(__m512 t) {
     /* Clamp first: 2^-160 rounds to 0 like everything below it, and a
-     * finite t keeps r = t - n from becoming -inf - -inf = NaN. */
+     * finite t keeps r = t - n from becoming -inf - -inf = NaN. (VSCALEFPS
+     * would still turn (NaN, -inf) into +0, but nothing here relies on it.) */
     t = _mm512_max_ps(t, _mm512_set1_ps(-160.0f));
 
     /* n = round-to-nearest-even(t): adding 1.5 * 2^23 leaves no fraction
