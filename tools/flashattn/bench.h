@@ -45,6 +45,10 @@ typedef int (*bench_run_fn)(const bench_opts *o, int64_t seq_q, int64_t seq_k, b
 
 int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row);
 
+/* `bench --decode`: its own options and table (KV bytes read per second
+ * against the read bandwidth), so it takes the command line whole. */
+int bench_decode_cmd(int argc, char **argv);
+
 /* Median milliseconds of `reps` timed calls of fn(ctx) after one warm-up;
  * fn returns 0 on success; a failure gives -1. */
 double bench_time_ms(int (*fn)(void *ctx), void *ctx, int reps);

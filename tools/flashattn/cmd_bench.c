@@ -54,6 +54,7 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         fprintf(f, "%s%s (%s%s)", i ? ", " : "", modes[i].flag, modes[i].what,
                 i ? "" : ", the default");
+    fprintf(f, ", --decode (KV-cache decode against read bandwidth: see bench --decode --help)");
     fprintf(f,
             ".\nStandard attention needing more than %.0f GiB is reported n/a.\n"
             "Threads are pinned (OMP_PROC_BIND=spread OMP_PLACES=cores, by re-running itself)\n"
@@ -253,6 +254,8 @@ static void print_json(const bench_opts *o, const bench_mode *m, const bench_row
 }
 
 int cmd_bench(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--decode")) return bench_decode_cmd(argc, argv);
     bench_opts o;
     const bench_mode *mode;
     int rc = parse_args(argc, argv, &o, &mode);

@@ -1,0 +1,269 @@
+/*
+ * `flashattn bench --decode`: flashattn_decode (one generation step, no
+ * append) against a KV cache, contiguous or paged, one row per cache
+ * length. Decode is bound by reading the cache, so the figure of merit is
+ * the cache bytes read per second against the read bandwidth measured at
+ * start, in the same process, on the same threads.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "json_out.h"
+#include "peak.h"
+#include "placement.h"
+#include "reference/random.h"
+#include "timing.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define DEC_MAX_LENS 32
+
+typedef struct {
+    int64_t batch, heads, heads_kv, head_dim, seq_q, page, lens[DEC_MAX_LENS];
+    int nlens, threads, reps, json, splits, bw_mib;
+    flashattn_dtype kv_dtype;
+} dec_opts;
+
+typedef struct {
+    flashattn_tensor q, o;
+    flashattn_kv_cache cache;
+    flashattn_params p;
+    void *ws;
+    size_t ws_bytes;
+} dec_ctx;
+
+static const char *dtype_name(flashattn_dtype dt) {
+    return dt == FLASHATTN_F32 ? "f32" : dt == FLASHATTN_F16 ? "f16" : "bf16";
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: flashattn bench --decode [--kv-len 4096,32768,...] [--batch B] [--heads H]\n"
+            "                       [--heads-kv HK] [--head-dim D] [--kv-dtype f32|f16|bf16]\n"
+            "                       [--seq-q S] [--page-size P] [--splits N] [--threads T]\n"
+            "                       [--reps R] [--bw-mib M] [--json]\n\n"
+            "One decode step (S query rows per sequence, no append) against a cache of kv-len\n"
+            "rows per sequence: contiguous, or paged with --page-size P (pages of the batch\n"
+            "interleaved in the pool, as a server allocates them). kv_gbs counts the K and V\n"
+            "bytes read; pct_bandwidth compares it with the read bandwidth measured first, on\n"
+            "an array of M MiB (default 1024), same threads. Defaults: --kv-len 4096,32768,\n"
+            "batch 1, heads 32, heads-kv 8, head-dim 128, f16, seq-q 1, contiguous, splits 0\n"
+            "(automatic), 5 reps (medians, after a warm-up run); q and o use the cache dtype.\n");
+}
+
+static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_lens(const char *s, dec_opts *o) {
+    o->nlens = 0;
+    while (*s) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v < 1 || o->nlens == DEC_MAX_LENS || (*end && *end != ',')) return -1;
+        o->lens[o->nlens++] = v;
+        s = *end ? end + 1 : end;
+    }
+    return o->nlens > 0 ? 0 : -1;
+}
+
+/* 0 ok, 1 --help, 2 error (printed). */
+static int parse_args(int argc, char **argv, dec_opts *o) {
+    int64_t v = 0;
+    memset(o, 0, sizeof *o);
+    o->batch = 1, o->heads = 32, o->heads_kv = 8, o->head_dim = 128, o->seq_q = 1;
+    o->kv_dtype = FLASHATTN_F16, o->reps = 5, o->bw_mib = 1024;
+    o->lens[0] = 4096, o->lens[1] = 32768, o->nlens = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        else if (!strcmp(a, "--decode")) continue;
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!val) bad = 1;
+        else if (!strcmp(a, "--kv-len")) bad = parse_lens(val, o), i++;
+        else if (!strcmp(a, "--batch")) bad = parse_int(val, 1, 1 << 16, &o->batch), i++;
+        else if (!strcmp(a, "--heads")) bad = parse_int(val, 1, 1 << 12, &o->heads), i++;
+        else if (!strcmp(a, "--heads-kv")) bad = parse_int(val, 1, 1 << 12, &o->heads_kv), i++;
+        else if (!strcmp(a, "--head-dim")) bad = parse_int(val, 1, FLASHATTN_MAX_HEAD_DIM, &o->head_dim), i++;
+        else if (!strcmp(a, "--seq-q")) bad = parse_int(val, 1, 4096, &o->seq_q), i++;
+        else if (!strcmp(a, "--page-size")) bad = parse_int(val, 0, 1 << 20, &o->page), i++;
+        else if (!strcmp(a, "--splits")) bad = parse_int(val, 0, FLASHATTN_MAX_SPLITS, &v), o->splits = (int)v, i++;
+        else if (!strcmp(a, "--threads")) bad = parse_int(val, 1, FA_PEAK_MAX_THREADS, &v), o->threads = (int)v, i++;
+        else if (!strcmp(a, "--reps")) bad = parse_int(val, 1, 1000, &v), o->reps = (int)v, i++;
+        else if (!strcmp(a, "--bw-mib")) bad = parse_int(val, 1, 1 << 20, &v), o->bw_mib = (int)v, i++;
+        else if (!strcmp(a, "--kv-dtype")) {
+            i++;
+            if (!strcmp(val, "f32")) o->kv_dtype = FLASHATTN_F32;
+            else if (!strcmp(val, "f16")) o->kv_dtype = FLASHATTN_F16;
+            else if (!strcmp(val, "bf16")) o->kv_dtype = FLASHATTN_BF16;
+            else bad = 1;
+        } else {
+            fprintf(stderr, "flashattn bench --decode: unknown option '%s'\n\n", a);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "flashattn bench --decode: bad or missing value for %s\n", a);
+            return 2;
+        }
+    }
+    if (o->heads % o->heads_kv) {
+        fprintf(stderr, "flashattn bench --decode: --heads must be a multiple of --heads-kv\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* Random rows repeated over the whole buffer: the values do not change
+ * the time, and filling gigabytes with fresh normals would. */
+static void fill_cache(flashattn_tensor *t, uint64_t *seed) {
+    const size_t es = t->dtype == FLASHATTN_F32 ? 4 : 2;
+    const size_t total = (size_t)(t->batch * t->seqlen * t->heads * t->head_dim) * es;
+    flashattn_tensor tile = *t;
+    tile.batch = 1;
+    tile.seqlen = t->seqlen < 256 ? t->seqlen : 256;
+    fa_fill_normal(&tile, seed, 1.0);
+    const size_t tile_bytes = (size_t)(tile.seqlen * t->heads * t->head_dim) * es;
+    for (size_t off = tile_bytes; off < total; off += tile_bytes)
+        memcpy((char *)t->data + off, t->data, total - off < tile_bytes ? total - off : tile_bytes);
+}
+
+static int run_decode(void *c) {
+    dec_ctx *x = c;
+    return flashattn_decode(&x->q, &x->cache, NULL, NULL, &x->o, NULL, &x->p, x->ws,
+                            x->ws_bytes) != FLASHATTN_OK;
+}
+
+/* Time one cache length; fills ms, workspace. Returns 0, or 1 after
+ * printing why. */
+static int measure(const dec_opts *o, int64_t len, double *ms, size_t *ws) {
+    dec_ctx x;
+    uint64_t seed = 0x5eed;
+    int rc = 1;
+    memset(&x, 0, sizeof x);
+    const size_t es = o->kv_dtype == FLASHATTN_F32 ? 4 : 2;
+    const int64_t page = o->page, pages = page ? (len + page - 1) / page : 0;
+    const int64_t pool_rows = page ? o->batch * pages * page : o->batch * len;
+    const size_t cbytes = (size_t)(pool_rows * o->heads_kv * o->head_dim) * es;
+    const size_t qbytes = (size_t)(o->batch * o->seq_q * o->heads * o->head_dim) * es;
+    int64_t *lens = malloc((size_t)o->batch * sizeof *lens);
+    int32_t *table = page ? malloc((size_t)(o->batch * pages) * sizeof *table) : NULL;
+    void *kd = malloc(cbytes), *vd = malloc(cbytes), *qd = malloc(qbytes), *od = malloc(qbytes);
+    if (!lens || (page && !table) || !kd || !vd || !qd || !od) {
+        fprintf(stderr, "flashattn bench --decode: no memory for a %.2f GiB cache\n",
+                2.0 * (double)cbytes / (1 << 30));
+        goto done;
+    }
+    for (int64_t b = 0; b < o->batch; b++) lens[b] = len;
+    flashattn_kv_cache_init(&x.cache);
+    if (page) {
+        x.cache.k = flashattn_tensor_bshd(kd, o->kv_dtype, o->batch * pages, page, o->heads_kv, o->head_dim);
+        x.cache.v = flashattn_tensor_bshd(vd, o->kv_dtype, o->batch * pages, page, o->heads_kv, o->head_dim);
+        /* page i of sequence b: the sequences grew together, so their pages interleave */
+        for (int64_t b = 0; b < o->batch; b++)
+            for (int64_t i = 0; i < pages; i++) table[b * pages + i] = (int32_t)(i * o->batch + b);
+        x.cache.block_table = table;
+        x.cache.max_pages_per_seq = pages;
+    } else {
+        x.cache.k = flashattn_tensor_bshd(kd, o->kv_dtype, o->batch, len, o->heads_kv, o->head_dim);
+        x.cache.v = flashattn_tensor_bshd(vd, o->kv_dtype, o->batch, len, o->heads_kv, o->head_dim);
+    }
+    x.cache.seqlens_i64 = lens;
+    fill_cache(&x.cache.k, &seed);
+    fill_cache(&x.cache.v, &seed);
+    x.q = flashattn_tensor_bshd(qd, o->kv_dtype, o->batch, o->seq_q, o->heads, o->head_dim);
+    x.o = flashattn_tensor_bshd(od, o->kv_dtype, o->batch, o->seq_q, o->heads, o->head_dim);
+    fa_fill_normal(&x.q, &seed, 1.0);
+    x.p = flashattn_params_default();
+    x.p.num_threads = o->threads;
+    x.p.num_splits = o->splits;
+    if (flashattn_decode_workspace_size(&x.q, &x.cache, NULL, NULL, &x.o, NULL, &x.p, &x.ws_bytes) ||
+        !(x.ws = malloc(x.ws_bytes ? x.ws_bytes : 1))) {
+        fprintf(stderr, "flashattn bench --decode: %s\n",
+                x.ws ? flashattn_last_error() : "no memory for the workspace");
+        goto done;
+    }
+    *ws = x.ws_bytes;
+    *ms = bench_time_ms(run_decode, &x, o->reps);
+    if (*ms < 0) {
+        fprintf(stderr, "flashattn bench --decode: flashattn_decode failed: %s\n",
+                flashattn_last_error());
+        goto done;
+    }
+    rc = 0;
+done:
+    free(lens), free(table), free(kd), free(vd), free(qd), free(od), free(x.ws);
+    return rc;
+}
+
+int bench_decode_cmd(int argc, char **argv) {
+    dec_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc == 1) usage(stdout);
+    if (rc) return rc == 1 ? 0 : 2;
+    fa_cli_place_threads(argc, argv);
+#ifdef _OPENMP
+    if (o.threads == 0) o.threads = omp_get_max_threads();
+#else
+    o.threads = 1;
+#endif
+    fa_peak_array arr;
+    double bw = -1.0;
+    if (fa_peak_array_alloc(&arr, (size_t)o.bw_mib << 20, o.threads) == 0) {
+        bw = fa_peak_bandwidth(fa_peak_widest(), &arr, o.threads);
+        fa_peak_array_free(&arr);
+    } else {
+        fprintf(stderr, "flashattn bench --decode: no memory for the bandwidth array\n");
+    }
+    if (!o.json) {
+        printf("flashattn bench (decode): batch %lld, heads %lld (kv %lld), head_dim %lld, seq_q %lld, "
+               "%s cache, %s, threads %d, kernels %s, %d reps (median)\n",
+               (long long)o.batch, (long long)o.heads, (long long)o.heads_kv, (long long)o.head_dim,
+               (long long)o.seq_q, dtype_name(o.kv_dtype), o.page ? "paged" : "contiguous",
+               o.threads, flashattn_isa(), o.reps);
+        printf("read bandwidth (measured now, %d MiB, threads %d): %.1f GB/s; threads: %s\n\n",
+               o.bw_mib, o.threads, bw, fa_cli_placement());
+        printf("%-9s | %9s | %10s | %9s | %11s | %9s\n", "kv_len", "page", "decode ms", "KV GB/s",
+               "% bandwidth", "workspace");
+    }
+    for (int i = 0; i < o.nlens; i++) {
+        double ms = -1.0;
+        size_t ws = 0;
+        if (measure(&o, o.lens[i], &ms, &ws)) return 1;
+        const double bytes = 2.0 * (double)(o.batch * o.lens[i] * o.heads_kv * o.head_dim) *
+                             (o.kv_dtype == FLASHATTN_F32 ? 4 : 2);
+        const double gbs = bytes / (ms * 1e6);
+        if (o.json) {
+            printf("{\"mode\": \"decode\", \"kv_len\": %lld, \"kv_dtype\": \"%s\", \"batch\": %lld, "
+                   "\"heads\": %lld, \"heads_kv\": %lld, \"head_dim\": %lld, \"seq_q\": %lld, "
+                   "\"page_size\": %lld, \"num_splits\": %d, \"threads\": %d, \"isa\": \"%s\", "
+                   "\"reps\": %d",
+                   (long long)o.lens[i], dtype_name(o.kv_dtype), (long long)o.batch,
+                   (long long)o.heads, (long long)o.heads_kv, (long long)o.head_dim,
+                   (long long)o.seq_q, (long long)o.page, o.splits, o.threads, flashattn_isa(),
+                   o.reps);
+            fa_json_num("decode_ms", ms, 1);
+            fa_json_num("kv_bytes", bytes, 1);
+            fa_json_num("kv_gbs", gbs, 1);
+            fa_json_num("bandwidth_gbs", bw, bw > 0);
+            fa_json_num("pct_bandwidth", 100.0 * gbs / bw, bw > 0);
+            fa_json_size("workspace_bytes", ws, 1);
+            fa_json_str("placement", fa_cli_placement());
+            printf("}\n");
+        } else {
+            printf("%-9lld | %9lld | %10.3f | %9.2f | %10.1f%% | %7.1f KiB\n", (long long)o.lens[i],
+                   (long long)o.page, ms, gbs, bw > 0 ? 100.0 * gbs / bw : 0.0,
+                   (double)ws / 1024);
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
