@@ -250,6 +250,63 @@ FLASHATTN_API flashattn_status flashattn_merge(int64_t n_parts, const flashattn_
                                                const flashattn_tensor *o, float *lse,
                                                const flashattn_params *p);
 
+/* ---- Backward: gradients for training ----------------------------------
+ *
+ * FlashAttention-2's backward pass, two-phase like the forward:
+ *
+ *   flashattn_bwd_workspace_size(&q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, &p, &ws);
+ *   flashattn_bwd(&q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, &p, buffer, ws);
+ *
+ * Inputs:
+ *   q, k, v, p  as given to flashattn_fwd (same options: causal, window,
+ *               align, scale, GQA/MQA, seq_q != seq_k, any lengths)
+ *   o, lse      what flashattn_fwd returned for them; lse is required here
+ *               ([batch, heads_q, seq_q] float32, natural log)
+ *   dout        dL/dO, o's shape, any dtype
+ * Outputs, each any dtype, rounded once at the end from f32:
+ *   dq          dL/dQ, q's shape
+ *   dk, dv      dL/dK, dL/dV, k's shape; under GQA/MQA each sums the
+ *               gradients of every query head of its kv-head's group
+ * All arithmetic is f32. P is recomputed tile by tile as exp(scale Q K^T -
+ * LSE), never stored whole; D = rowsum(dO * O) uses o as given. A row whose
+ * lse is -inf (it saw no key) contributes nothing and gets dq = 0; keys no
+ * query sees get dk = dv = 0.
+ *
+ * Work is parallel over (batch, kv-head, block of block_n keys); each work
+ * item owns its dk/dv rows, so dk and dv are always bit-identical whatever
+ * the thread count. dq gathers contributions from every key block:
+ *   params.deterministic = 1: the key blocks are dealt into at most 8 fixed
+ *     chunks, each accumulating dq in its own f32 buffer, summed in chunk
+ *     order: dq is bit-identical across runs and thread counts. Costs up to
+ *     8 extra f32 copies of dq for the kv-heads in flight (within a 128 MiB
+ *     budget, always at least one) and uses at most (kv-heads in flight x
+ *     chunks) threads.
+ *   params.deterministic = 0 (default): one f32 dq buffer shared by all work
+ *     items, added to under a lock per block of queries: with more than one
+ *     thread the order of the additions varies, so dq may differ in its
+ *     last bits from run to run.
+ * block_n: keys per work item (0: automatic, at most 4096); block_m: query
+ * rows per tile (0: automatic, at most 4096), rounded up to a multiple of
+ * the kernels' column tile (16 to 64 floats).
+ *
+ * The workspace is O(seq * head_dim) per kv-head in flight plus per-thread
+ * tiles, never O(seq_q * seq_k); NULL makes flashattn_bwd allocate it. dq,
+ * dk and dv must not overlap each other or the inputs (not checked, except
+ * that each gives its rows distinct memory). On any error nothing is written
+ * to dq, dk or dv.
+ */
+FLASHATTN_API flashattn_status flashattn_bwd_workspace_size(
+    const flashattn_tensor *q, const flashattn_tensor *k, const flashattn_tensor *v,
+    const flashattn_tensor *o, const flashattn_tensor *dout, const float *lse,
+    const flashattn_tensor *dq, const flashattn_tensor *dk, const flashattn_tensor *dv,
+    const flashattn_params *p, size_t *workspace_bytes);
+
+FLASHATTN_API flashattn_status flashattn_bwd(
+    const flashattn_tensor *q, const flashattn_tensor *k, const flashattn_tensor *v,
+    const flashattn_tensor *o, const flashattn_tensor *dout, const float *lse,
+    const flashattn_tensor *dq, const flashattn_tensor *dk, const flashattn_tensor *dv,
+    const flashattn_params *p, void *workspace, size_t workspace_bytes);
+
 /* Short reason for a status code (never NULL). */
 FLASHATTN_API const char *flashattn_strerror(flashattn_status s);
 /* Details of the last error on this thread ("" if none), e.g. which tensor. */

@@ -342,3 +342,34 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
     return FLASHATTN_OK;
 }
+
+static int same_shape(const flashattn_tensor *a, const flashattn_tensor *b) {
+    return a->batch == b->batch && a->seqlen == b->seqlen && a->heads == b->heads &&
+           a->head_dim == b->head_dim;
+}
+
+flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tensor *k,
+                                 const flashattn_tensor *v, const flashattn_tensor *o,
+                                 const flashattn_tensor *dout, const float *lse,
+                                 const flashattn_tensor *dq, const flashattn_tensor *dk,
+                                 const flashattn_tensor *dv, const flashattn_params *p,
+                                 fa_bwd_problem *pb) {
+    flashattn_status s;
+    if ((s = fa_validate_fwd(q, k, v, o, NULL, p, &pb->f))) return s;
+    if ((s = check_tensor(dout, "dout")) || (s = check_tensor(dq, "dq")) ||
+        (s = check_tensor(dk, "dk")) || (s = check_tensor(dv, "dv")))
+        return s;
+    if (!same_shape(dout, o))
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "dout must have o's shape");
+    if (!same_shape(dq, q)) return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "dq must have q's shape");
+    if (!same_shape(dk, k)) return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "dk must have k's shape");
+    if (!same_shape(dv, v)) return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "dv must have v's shape");
+    if (!rows_distinct(dq) || !rows_distinct(dk) || !rows_distinct(dv))
+        return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "dq, dk, dv: strides make distinct rows overlap");
+    if (!lse && q->batch > 0 && q->seqlen > 0)
+        return fa_fail(FLASHATTN_ERR_NULL_POINTER, "lse is NULL: the backward needs the forward's LSE");
+    pb->dout = dout, pb->dq = dq, pb->dk = dk, pb->dv = dv;
+    pb->lse = lse;
+    pb->scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)q->head_dim);
+    return FLASHATTN_OK;
+}

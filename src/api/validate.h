@@ -27,6 +27,15 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
                                  const flashattn_tensor *v, const flashattn_tensor *o,
                                  float *lse, const flashattn_params *p, fa_problem *pb);
 
+/* Validate a backward problem (the forward's checks plus dout, lse and the
+ * three gradients) and fill pb. */
+flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tensor *k,
+                                 const flashattn_tensor *v, const flashattn_tensor *o,
+                                 const flashattn_tensor *dout, const float *lse,
+                                 const flashattn_tensor *dq, const flashattn_tensor *dk,
+                                 const flashattn_tensor *dv, const flashattn_params *p,
+                                 fa_bwd_problem *pb);
+
 /* Checked size arithmetic: return 0 on overflow. */
 static inline int fa_mul_size(size_t a, size_t b, size_t *r) { return !__builtin_mul_overflow(a, b, r); }
 static inline int fa_add_size(size_t a, size_t b, size_t *r) { return !__builtin_add_overflow(a, b, r); }

@@ -36,4 +36,13 @@ static inline int64_t fa_key_end(const fa_problem *pb, int64_t i) {
     return end < 0 ? 0 : end;
 }
 
+/* The backward pass's problem: the forward's (o is an input here, f.lse is
+ * unused) plus the gradients. Built by fa_validate_bwd. */
+typedef struct fa_bwd_problem {
+    fa_problem f;
+    const flashattn_tensor *dout, *dq, *dk, *dv;
+    const float *lse;           /* the forward's, [batch, heads_q, seq_q] */
+    float scale;                /* the natural-log softmax scale */
+} fa_bwd_problem;
+
 #endif

@@ -50,7 +50,9 @@ typedef struct fa_kernels {
 
     /* x[i] = exp2(x[i] - m) for i < n, returns the sum of the new x[i].
      * Contract: m is finite, x[i] <= m or x[i] = -INFINITY (which gives 0).
-     * Relative error of each term at most 4 ulp of float. */
+     * Relative error of each term at most 4 ulp of float. The backward
+     * passes x[i] = S - LSE with m = 0, which rounding can put a few ulp
+     * above 0: that must stay accurate too (tests/test_backward.c checks). */
     float (*exp2_sum)(float *x, int64_t n, float m);
 
     /* x[i] *= a */

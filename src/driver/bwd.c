@@ -1,0 +1,143 @@
+/*
+ * Backward driver. Groups of (batch, kv-head) are processed in passes that
+ * fit the planner's budget; each pass has three phases, one barrier apart:
+ *
+ *   1. pack, per (query head, q-block): Qs and dO as rows and as nr-column
+ *      panels of their transposes, with LSE and D = rowsum(dO * O) as the
+ *      panels' extra row; clear the q-block's dQ accumulators and its lock;
+ *   2. work items over kv-blocks (bwd_block.c), each owning its dK/dV rows:
+ *        deterministic: item = (group, chunk c); chunk c takes kv-blocks
+ *          c, c + slots, c + 2 * slots, ... in order, into dQ accumulator c
+ *          (strided, so causal masks leave the chunks equally loaded);
+ *        otherwise: item = (group, kv-block), all adding into one shared dQ
+ *          accumulator per head under per-q-block locks;
+ *   3. reduce, per (query head, q-block): sum the accumulators in slot order
+ *      and store dQ rows.
+ * Nothing is allocated here: every buffer is a slice of the workspace.
+ */
+#include "driver/bwd.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "driver/pack.h"
+#include "driver/threads.h"
+
+#define FA_LOG2E 1.44269504088896340736
+
+/* LSE in base 2 as the S^T GEMM subtracts it. A row with LSE = -inf saw no
+ * key and must get P = 0, as must one with +inf (exp(s - inf) = 0): both
+ * become +inf, and S - inf = -inf. NaN stays NaN.
+ * Rounded once to float, LSE * log2(e) gives back the forward's base-2
+ * maximum exactly when one key dominates a row (log2 l ~ 0), so that key's
+ * P comes out 1 as it should. (Keeping it as hi + lo floats was tried: that
+ * exposes the f32 rounding of LSE itself, ~1e-6 relative in P at |LSE| ~ 100.) */
+static float lse2(float lse) { return isinf(lse) ? INFINITY : (float)((double)lse * FA_LOG2E); }
+
+static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+                        int64_t g, float *gbase, int64_t hi, int64_t qb, float *tmp) {
+    const fa_problem *f = &pb->f;
+    const int64_t d = f->head_dim, dp = f->head_dim_pad, nr = kern->nr, bm = plan->block_m;
+    const int64_t da = d + 1;
+    const int64_t b = g / f->heads_kv, h = g % f->heads_kv * f->group + hi;
+    const int64_t i0 = qb * bm, i1 = i0 + bm < f->seq_q ? i0 + bm : f->seq_q;
+    float *qrow = fa_bwd_head(plan, gbase, hi), *qt = qrow + plan->rows_floats;
+    float *dorow = qt + plan->panels_floats, *dot = dorow + plan->rows_floats;
+    const float *lse = pb->lse + (b * f->heads_q + h) * f->seq_q;
+
+    for (int64_t i = i0; i < i1; i++) {
+        float *qr = qrow + i * dp, *dr = dorow + i * dp;
+        kern->load(qr, fa_row_ptr(f->q, b, i, h), f->q->dtype, d, f->scale_log2);
+        kern->load(dr, fa_row_ptr(pb->dout, b, i, h), pb->dout->dtype, d, 1.0f);
+        kern->load(tmp, fa_row_ptr(f->o, b, i, h), f->o->dtype, d, 1.0f);
+        memset(qr + d, 0, (size_t)(dp - d) * sizeof(float));
+        memset(dr + d, 0, (size_t)(dp - d) * sizeof(float));
+        double D = 0.0;
+        for (int64_t c = 0; c < d; c++) D += (double)dr[c] * tmp[c];
+        float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
+        for (int64_t c = 0; c < d; c++) qp[c * nr] = qr[c], dop[c * nr] = dr[c];
+        qp[d * nr] = lse2(lse[i]);
+        dop[d * nr] = (float)D;
+    }
+    /* Queries past seq_q in the last panel: P = 0 and dP - D = 0. */
+    for (int64_t i = i1; i1 == f->seq_q && i % nr; i++) {
+        float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
+        for (int64_t c = 0; c < d; c++) qp[c * nr] = dop[c * nr] = 0.0f;
+        qp[d * nr] = INFINITY;
+        dop[d * nr] = 0.0f;
+    }
+    for (int s = 0; s < plan->slots; s++)
+        memset(fa_bwd_slot(plan, f, gbase, s, hi, qb), 0, (size_t)(d * bm) * sizeof(float));
+    atomic_init(fa_bwd_lock(plan, gbase, hi, qb), 0);
+}
+
+static void reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+                          int64_t g, float *gbase, int64_t hi, int64_t qb, float *sum, float *row) {
+    const fa_problem *f = &pb->f;
+    const int64_t d = f->head_dim, bm = plan->block_m;
+    const int64_t b = g / f->heads_kv, h = g % f->heads_kv * f->group + hi;
+    const int64_t i0 = qb * bm, i1 = i0 + bm < f->seq_q ? i0 + bm : f->seq_q;
+    const float *acc = fa_bwd_slot(plan, f, gbase, 0, hi, qb);
+    if (plan->slots > 1) {
+        memcpy(sum, acc, (size_t)(d * bm) * sizeof(float));
+        for (int s = 1; s < plan->slots; s++) {
+            const float *add = fa_bwd_slot(plan, f, gbase, s, hi, qb);
+            for (int64_t x = 0; x < d * bm; x++) sum[x] += add[x];
+        }
+        acc = sum;
+    }
+    for (int64_t i = i0; i < i1; i++) {
+        for (int64_t c = 0; c < d; c++) row[c] = acc[c * bm + (i - i0)];
+        kern->store((void *)fa_row_ptr(pb->dq, b, i, h), pb->dq->dtype, row, d, pb->scale);
+    }
+}
+
+void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+                void *ws) {
+    const fa_problem *f = &pb->f;
+    float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    float *thread_area = base + plan->group_floats * (size_t)plan->groups_per_pass;
+    const int64_t groups = f->batch * f->heads_kv;
+    const int64_t qblocks = plan->qblocks, kvblocks = plan->kvblocks, bn = plan->block_n;
+    if (groups == 0) return;
+
+#pragma omp parallel num_threads(plan->threads)
+    {
+        float *tw = thread_area + plan->thread_floats * (size_t)fa_thread_id();
+        for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
+            const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0
+                                                                    : plan->groups_per_pass;
+            const int64_t heads = ng * f->group;
+#pragma omp for schedule(dynamic)
+            for (int64_t it = 0; it < heads * qblocks; it++) {
+                const int64_t hh = it / qblocks;
+                float *gbase = base + plan->group_floats * (size_t)(hh / f->group);
+                pack_qblock(pb, plan, kern, g0 + hh / f->group, gbase, hh % f->group, it % qblocks,
+                            tw + plan->t_row);
+            }
+            /* implicit barrier: the pass's heads are packed */
+            const int64_t per_group = plan->deterministic ? plan->slots : kvblocks;
+#pragma omp for schedule(dynamic)
+            for (int64_t it = 0; it < ng * per_group; it++) {
+                /* Groups interleaved, first kv-blocks first: under causal
+                 * masks they see the most queries. */
+                const int64_t gi = it % ng, c = it / ng;
+                float *gbase = base + plan->group_floats * (size_t)gi;
+                const int64_t step = plan->deterministic ? plan->slots : kvblocks;
+                for (int64_t kb = c; kb < kvblocks; kb += step) {
+                    const int64_t j0 = kb * bn, j1 = j0 + bn < f->seq_k ? j0 + bn : f->seq_k;
+                    fa_bwd_kvblock(pb, plan, kern, g0 + gi, gbase,
+                                   plan->deterministic ? (int)c : 0, j0, j1, tw);
+                }
+            }
+            /* implicit barrier: every dQ contribution of the pass is in */
+#pragma omp for schedule(dynamic)
+            for (int64_t it = 0; it < heads * qblocks; it++) {
+                const int64_t hh = it / qblocks;
+                float *gbase = base + plan->group_floats * (size_t)(hh / f->group);
+                reduce_qblock(pb, plan, kern, g0 + hh / f->group, gbase, hh % f->group,
+                              it % qblocks, tw + plan->t_dqt, tw + plan->t_row);
+            }
+        }
+    }
+}

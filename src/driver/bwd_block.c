@@ -1,0 +1,194 @@
+/*
+ * One work item of the backward pass (FlashAttention-2's, with recomputation):
+ * the keys [j0, j1) of one (batch, kv-head) against every q-block, of every
+ * query head of the group, that sees them.
+ *
+ * Tiles are kept transposed, keys down the rows, so that every operand of
+ * every product is already in the layout the GEMM contract wants (A read by
+ * rows, B as rows of at most nr floats) and no tile is ever transposed:
+ *
+ *   S^T  = [K | -1] [Qs | lse2]^T     Qs = Q*scale*log2(e), lse2 = LSE*log2(e):
+ *                                     S^T - LSE in base 2, in one FMA chain
+ *   P^T  = exp2(S^T)                  masked entries are -inf, so P = 0
+ *   dP^T = [V | -1] [dO | D]^T        (dO V^T - D)^T, D = rowsum(dO * O)
+ *   dS^T = P^T * dP^T                 elementwise
+ *   dV  += P^T dO
+ *   dK  += dS^T Qs                    (times ln 2 when stored: Qs carries scale*log2 e)
+ *   dQ^T += K^T dS^T                  (times scale when stored, by the driver)
+ *
+ * The packed Qs^T and dO^T panels carry lse2 and D as an extra row, which is
+ * why K and V get a -1 column: the per-query subtractions ride in the GEMMs.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "driver/bwd.h"
+#include "driver/pack.h"
+
+#define FA_LN2 0.69314718055994530942
+
+static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
+
+/* This item's keys and its thread's tiles. */
+typedef struct {
+    int64_t j0, j1;
+    const float *kaug, *vaug, *kt; /* [keys][d+1] twice, [d][block_n] */
+    float *dk, *dv;                /* [keys][dp] accumulators */
+    float *st, *dpt, *dqt;         /* [keys][bm], [keys][bm], [d][bm] */
+} kv_item;
+
+/* First i in [0, seq_q] with pred(i), for a predicate false then true. */
+static int64_t first_row_end_after(const fa_problem *f, int64_t j) {
+    int64_t lo = 0, hi = f->seq_q;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (fa_key_end(f, mid) > j) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+}
+
+static int64_t first_row_lo_at(const fa_problem *f, int64_t j) {
+    int64_t lo = 0, hi = f->seq_q;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (fa_key_lo(f, mid) >= j) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* -inf where key j0 + r is hidden from query i0 + c (c < m). Visible
+ * columns of a row are one range [ca, cb): those whose end is past the key
+ * minus those whose start is past it; both bounds only grow with the key,
+ * since fa_key_lo and fa_key_end grow with the query. */
+static void mask_tile(const fa_problem *f, float *st, int64_t bm, int keys, int64_t i0, int64_t m,
+                      int64_t j0) {
+    int64_t ca = 0, cb = 0;
+    for (int r = 0; r < keys; r++) {
+        const int64_t j = j0 + r;
+        while (ca < m && fa_key_end(f, i0 + ca) <= j) ca++;
+        while (cb < m && fa_key_lo(f, i0 + cb) <= j) cb++;
+        float *row = st + r * bm;
+        for (int64_t c = 0; c < ca && c < m; c++) row[c] = -INFINITY;
+        for (int64_t c = cb > ca ? cb : ca; c < m; c++) row[c] = -INFINITY;
+    }
+}
+
+static void acquire(atomic_int *l) {
+    while (atomic_exchange_explicit(l, 1, memory_order_acquire))
+        while (atomic_load_explicit(l, memory_order_relaxed)) {
+        }
+}
+
+/* One block_m x block_n tile: query rows [i0, i1) of one head. dq is the
+ * q-block's dQ^T accumulator; lock NULL means it is this item's alone. */
+static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+                 const kv_item *t, const float *head, int64_t i0, int64_t i1, float *dq,
+                 atomic_int *lock) {
+    const fa_problem *f = &pb->f;
+    const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
+    const int64_t da = d + 1;
+    const int mr = kern->mr, nr = kern->nr;
+    const int keys = (int)(t->j1 - t->j0);
+    const int64_t m = i1 - i0, m16 = round16(m);
+    /* i0 is a multiple of nr (block_m is), so its panel starts at i0 * da. */
+    const float *qrow = head + i0 * dp;
+    const float *qt = head + plan->rows_floats + i0 * da;
+    const float *dorow = head + plan->rows_floats + plan->panels_floats + i0 * dp;
+    const float *dot = head + 2 * plan->rows_floats + plan->panels_floats + i0 * da;
+    float *st = t->st, *dpt = t->dpt;
+
+    /* S^T - lse2 and dP^T - D; query columns past seq_q in the last panel
+     * are zero with lse2 = +inf, so they come out -inf (P = 0) and 0. */
+    for (int64_t c = 0; c < m16; c += nr) {
+        const int n = (int)(m16 - c < nr ? m16 - c : nr);
+        for (int r = 0; r < keys; r += mr)
+            kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->kaug + r * da, da, qt + c * da, nr,
+                       st + r * bm + c, bm, 0);
+    }
+    for (int64_t c = 0; c < m16; c += nr) {
+        const int n = (int)(m16 - c < nr ? m16 - c : nr);
+        for (int r = 0; r < keys; r += mr)
+            kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->vaug + r * da, da, dot + c * da, nr,
+                       dpt + r * bm + c, bm, 0);
+    }
+    /* Only tiles that cut some query's visible range need the mask. */
+    const int full = fa_key_lo(f, i1 - 1) <= t->j0 && fa_key_end(f, i0) >= t->j1;
+    if (!full) mask_tile(f, st, bm, keys, i0, m, t->j0);
+    for (int r = 0; r < keys; r++) {
+        float *p = st + r * bm, *ds = dpt + r * bm;
+        /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
+        kern->exp2_sum(p, m16, 0.0f);
+        for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
+    }
+
+    /* dV += P^T dO and dK += dS^T Qs: each element one FMA chain over the
+     * query rows in order, continued across q-blocks and heads. */
+    for (int64_t c = 0; c < dp; c += nr) {
+        const int n = (int)(dp - c < nr ? dp - c : nr);
+        for (int r = 0; r < keys; r += mr)
+            kern->gemm(keys - r < mr ? keys - r : mr, n, m, st + r * bm, bm, dorow + c, dp,
+                       t->dv + r * dp + c, dp, 1);
+    }
+    for (int64_t c = 0; c < dp; c += nr) {
+        const int n = (int)(dp - c < nr ? dp - c : nr);
+        for (int r = 0; r < keys; r += mr)
+            kern->gemm(keys - r < mr ? keys - r : mr, n, m, dpt + r * bm, bm, qrow + c, dp,
+                       t->dk + r * dp + c, dp, 1);
+    }
+
+    /* dQ^T (+)= K^T dS^T: straight into an accumulator this item owns, or
+     * into the thread's tile and then, under the q-block's lock, added to
+     * the shared one. */
+    float *dst = lock ? t->dqt : dq;
+    for (int64_t c = 0; c < m16; c += nr) {
+        const int n = (int)(m16 - c < nr ? m16 - c : nr);
+        for (int64_t r = 0; r < d; r += mr)
+            kern->gemm((int)(d - r < mr ? d - r : mr), n, keys, t->kt + r * bn, bn, dpt + c, bm,
+                       dst + r * bm + c, bm, lock == NULL);
+    }
+    if (lock) {
+        acquire(lock);
+        for (int64_t r = 0; r < d; r++)
+            for (int64_t c = 0; c < m16; c++) dq[r * bm + c] += dst[r * bm + c];
+        atomic_store_explicit(lock, 0, memory_order_release);
+    }
+}
+
+void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+                    int64_t g, float *gbase, int slot, int64_t j0, int64_t j1, float *tw) {
+    const fa_problem *f = &pb->f;
+    const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
+    const int64_t b = g / f->heads_kv, hk = g % f->heads_kv;
+    const int keys = (int)(j1 - j0);
+    float *kaug = tw + plan->t_kaug, *vaug = tw + plan->t_vaug, *kt = tw + plan->t_kt;
+    kv_item t = {j0, j1, kaug, vaug, kt, tw + plan->t_dk, tw + plan->t_dv,
+                 tw + plan->t_st, tw + plan->t_dpt, tw + plan->t_dqt};
+
+    for (int r = 0; r < keys; r++) {
+        float *kr = kaug + r * (d + 1), *vr = vaug + r * (d + 1);
+        kern->load(kr, fa_row_ptr(f->k, b, j0 + r, hk), f->k->dtype, d, 1.0f);
+        kern->load(vr, fa_row_ptr(f->v, b, j0 + r, hk), f->v->dtype, d, 1.0f);
+        kr[d] = vr[d] = -1.0f;
+        for (int64_t c = 0; c < d; c++) kt[c * bn + r] = kr[c];
+    }
+    memset(t.dk, 0, (size_t)(keys * dp) * sizeof(float));
+    memset(t.dv, 0, (size_t)(keys * dp) * sizeof(float));
+
+    /* The queries that see any of these keys form one range (key bounds grow
+     * with the query); rows inside it that see none are masked tile by tile. */
+    const int64_t ia = first_row_end_after(f, j0), ie = first_row_lo_at(f, j1);
+    for (int64_t hi = 0; ia < ie && hi < f->group; hi++) {
+        const float *head = fa_bwd_head(plan, gbase, hi);
+        for (int64_t qb = ia / bm; qb * bm < ie; qb++) {
+            const int64_t i0 = qb * bm, i1 = i0 + bm < f->seq_q ? i0 + bm : f->seq_q;
+            step(pb, plan, kern, &t, head, i0, i1, fa_bwd_slot(plan, f, gbase, slot, hi, qb),
+                 plan->deterministic ? NULL : fa_bwd_lock(plan, gbase, hi, qb));
+        }
+    }
+
+    for (int r = 0; r < keys; r++) {
+        kern->store((void *)fa_row_ptr(pb->dk, b, j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d,
+                    (float)FA_LN2);
+        kern->store((void *)fa_row_ptr(pb->dv, b, j0 + r, hk), pb->dv->dtype, t.dv + r * dp, d, 1.0f);
+    }
+}

@@ -1,0 +1,144 @@
+/*
+ * Tile choice for the backward pass.
+ *
+ * A work item owns block_n keys and walks the q-blocks that see them, one
+ * block_m x block_n tile at a time. Per thread (f32, d = head_dim):
+ *     K, V rows + a -1 column   2 * block_n * (d + 1)   A operands of S^T, dP^T
+ *     K^T                       d * block_n             A operand of dQ^T
+ *     dK, dV accumulators       2 * block_n * dp        read-modify-written every step
+ *     S^T/P^T, dP^T/dS^T        2 * block_n * block_m
+ *     dQ^T tile                 d * block_m
+ * plus, streamed per step from the packed heads, Qs/dO rows and panels
+ * (4 * block_m * (d + 1)). With the defaults (128 x 128 up to d = 128,
+ * 64 x 64 above) that is under 800 KB: the work item's own data stays in L2.
+ *
+ * block_n and the number of deterministic chunks never depend on the thread
+ * count: a dQ element is summed per kv-block and then over kv-blocks in an
+ * order fixed by them alone. dK and dV do not depend on block_m at all
+ * (each element is one FMA chain over the query rows in order, kernels.h).
+ */
+#include "plan/tiles_bwd.h"
+
+#include "api/status.h"
+#include "api/validate.h"
+#include "plan/tiles.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define FA_ALIGN_FLOATS 16
+/* Packed heads and dQ accumulators of the groups processed at once. */
+#define FA_BWD_PASS_BUDGET_BYTES ((size_t)128 << 20)
+
+static size_t r16(size_t x) { return (x + FA_ALIGN_FLOATS - 1) / FA_ALIGN_FLOATS * FA_ALIGN_FLOATS; }
+
+static int default_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* *r = r16(a * b * c), or 0 on overflow. */
+static int floats3(size_t a, size_t b, size_t c, size_t *r) {
+    size_t t;
+    if (!fa_mul_size(a, b, &t) || !fa_mul_size(t, c, &t) || t > SIZE_MAX - FA_ALIGN_FLOATS) return 0;
+    *r = r16(t);
+    return 1;
+}
+
+static int auto_block_n(const fa_problem *pb, const fa_kernels *kern) {
+    int bn = pb->head_dim > 128 ? 64 : 128;
+    bn = bn / kern->mr * kern->mr; /* whole register tiles down the key rows */
+    int64_t need = (pb->seq_k + kern->mr - 1) / kern->mr * kern->mr;
+    if (need < bn) bn = need > 0 ? (int)need : 1;
+    return bn;
+}
+
+static int auto_block_m(const fa_problem *pb, const fa_kernels *kern) {
+    int bm = pb->head_dim > 128 ? 64 : 128;
+    int64_t need = pb->seq_q > 0 ? pb->seq_q : 1;
+    if (need < bm) bm = (int)need;
+    return bm;
+}
+
+flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
+                             const fa_kernels *kern, fa_bwd_plan *plan) {
+    plan->threads = p->num_threads > 0 ? p->num_threads : default_threads();
+    plan->deterministic = p->deterministic != 0;
+    if (p->block_m > FA_MAX_BLOCK || p->block_n > FA_MAX_BLOCK)
+        return fa_fail(FLASHATTN_ERR_BAD_TILE, "block_m=%d, block_n=%d: each must be <= %d",
+                       p->block_m, p->block_n, FA_MAX_BLOCK);
+    plan->block_n = p->block_n > 0 ? p->block_n : auto_block_n(pb, kern);
+    int bm = p->block_m > 0 ? p->block_m : auto_block_m(pb, kern);
+    /* Q^T is packed in panels of nr queries and a step starts on a panel. */
+    plan->block_m = (bm + kern->nr - 1) / kern->nr * kern->nr;
+
+    const size_t d = (size_t)pb->head_dim, dp = (size_t)pb->head_dim_pad, nr = (size_t)kern->nr;
+    const size_t bm_ = (size_t)plan->block_m, bn = (size_t)plan->block_n;
+    const size_t group = (size_t)pb->group;
+    plan->qblocks = (pb->seq_q + plan->block_m - 1) / plan->block_m;
+    plan->kvblocks = (pb->seq_k + plan->block_n - 1) / plan->block_n;
+    const size_t panels = ((size_t)pb->seq_q + nr - 1) / nr;
+    size_t locks;
+    if (!floats3((size_t)pb->seq_q, dp, 1, &plan->rows_floats) ||
+        !floats3(panels, d + 1, nr, &plan->panels_floats) ||
+        !floats3((size_t)plan->qblocks * bm_, d, 1, &plan->slot_floats) ||
+        !floats3(group, (size_t)plan->qblocks, 1, &locks))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
+    size_t half;
+    if (!fa_add_size(plan->rows_floats, plan->panels_floats, &half) ||
+        !fa_mul_size(half, 2, &plan->head_floats))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
+
+    size_t heads_f, slot_group_f;
+    if (!fa_mul_size(group, plan->head_floats, &heads_f) ||
+        !fa_mul_size(group, plan->slot_floats, &slot_group_f))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
+    /* Deterministic chunks: as many as the kv-blocks give, within the
+     * budget; the count depends on the problem only, never on threads. */
+    int slots = 1;
+    if (plan->deterministic) {
+        slots = plan->kvblocks < FA_BWD_MAX_SLOTS ? (int)plan->kvblocks : FA_BWD_MAX_SLOTS;
+        if (slots < 1) slots = 1;
+        while (slots > 1 && slot_group_f > FA_BWD_PASS_BUDGET_BYTES / sizeof(float) / (size_t)slots)
+            slots /= 2;
+    }
+    plan->slots = slots;
+    size_t slots_f, gf;
+    if (!fa_mul_size(slot_group_f, (size_t)slots, &slots_f) || !fa_add_size(heads_f, slots_f, &gf) ||
+        !fa_add_size(gf, locks, &gf))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
+    plan->slots_offset = heads_f;
+    plan->locks_offset = heads_f + slots_f;
+    plan->group_floats = gf;
+
+    size_t off = 0;
+    plan->t_kaug = off, off += r16(bn * (d + 1));
+    plan->t_vaug = off, off += r16(bn * (d + 1));
+    plan->t_kt = off, off += r16(d * bn);
+    plan->t_dk = off, off += r16(bn * dp);
+    plan->t_dv = off, off += r16(bn * dp);
+    plan->t_st = off, off += r16(bn * bm_);
+    plan->t_dpt = off, off += r16(bn * bm_);
+    plan->t_dqt = off, off += r16(d * bm_);
+    plan->t_row = off, off += r16(dp);
+    plan->thread_floats = off;
+
+    const int64_t groups = pb->batch * pb->heads_kv;
+    const size_t group_bytes = gf <= SIZE_MAX / sizeof(float) ? gf * sizeof(float) : SIZE_MAX;
+    int64_t per_pass = group_bytes ? (int64_t)(FA_BWD_PASS_BUDGET_BYTES / group_bytes) : groups;
+    if (per_pass > groups) per_pass = groups;
+    if (per_pass < 1) per_pass = 1;
+    plan->groups_per_pass = per_pass;
+
+    size_t total, part;
+    if (!fa_mul_size(gf, (size_t)per_pass, &total) || !fa_mul_size(total, sizeof(float), &total) ||
+        !fa_mul_size(plan->thread_floats * sizeof(float), (size_t)plan->threads, &part) ||
+        !fa_add_size(total, part, &total) || !fa_add_size(total, 64, &total))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
+    plan->workspace_bytes = total;
+    return FLASHATTN_OK;
+}

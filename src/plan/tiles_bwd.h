@@ -1,0 +1,52 @@
+/*
+ * Tile choice and workspace layout for the backward pass. Everything is
+ * O(seq * head_dim) per (batch, kv-head) group in flight plus per-thread
+ * tiles; nothing grows with seq_q * seq_k.
+ */
+#ifndef FA_TILES_BWD_H
+#define FA_TILES_BWD_H
+
+#include <stddef.h>
+
+#include "driver/problem.h"
+#include "kernels/kernels.h"
+
+/* Deterministic mode: at most this many fixed chunks of kv-blocks, each
+ * with its own dQ accumulator. */
+#define FA_BWD_MAX_SLOTS 8
+
+typedef struct fa_bwd_plan {
+    int block_m;          /* query rows per step; multiple of kern->nr */
+    int block_n;          /* keys per work item */
+    int threads;
+    int deterministic;
+    int slots;            /* dQ accumulators per head: chunks (deterministic) or 1 shared */
+    int64_t qblocks, kvblocks;
+    int64_t groups_per_pass;
+
+    /* One query head, in floats, each part 64-byte aligned:
+     *   Qs rows   [seq_q][head_dim_pad]             Q * scale * log2(e)
+     *   Qs^T      [panels][head_dim + 1][nr]        last row: LSE * log2(e)
+     *   dO rows   [seq_q][head_dim_pad]
+     *   dO^T      [panels][head_dim + 1][nr]        last row: D = rowsum(dO * O)
+     * where panels = ceil(seq_q / nr). */
+    size_t rows_floats, panels_floats, head_floats;
+    /* dQ^T accumulator of one head: [qblocks][head_dim][block_m]. */
+    size_t slot_floats;
+    /* One group: group * head_floats, then slots * group * slot_floats, then
+     * one lock (an int) per (head, q-block). */
+    size_t group_floats, slots_offset, locks_offset;
+
+    /* Per-thread tiles, offsets in floats from the thread's area. */
+    size_t t_kaug, t_vaug, t_kt, t_dk, t_dv, t_st, t_dpt, t_dqt, t_row;
+    size_t thread_floats;
+    size_t workspace_bytes;
+} fa_bwd_plan;
+
+/* Fill plan from a validated problem and the user's params. block_m is
+ * rounded up to a multiple of kern->nr; BAD_TILE for blocks above
+ * FA_MAX_BLOCK; OVERFLOW when the workspace does not fit in size_t. */
+flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
+                             const fa_kernels *kern, fa_bwd_plan *plan);
+
+#endif

@@ -1,0 +1,151 @@
+/* FP64 reference gradients (and the double-input forward they differentiate). */
+#include "reference/attn_bwd_f64.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/validate.h"
+#include "reference/attn_f64.h"
+
+static flashattn_status problem(const flashattn_tensor *q, const flashattn_tensor *k,
+                                const flashattn_tensor *v, const flashattn_params *user,
+                                fa_problem *pb, double *scale) {
+    flashattn_params p;
+    flashattn_status s = fa_read_params(user, &p);
+    if (s) return s;
+    /* q doubles as o for validation: only o's shape matters there. */
+    flashattn_tensor oshape = *q;
+    if ((s = fa_validate_fwd(q, k, v, &oshape, NULL, &p, pb))) return s;
+    *scale = p.scale != 0.0f ? (double)p.scale : 1.0 / sqrt((double)pb->head_dim);
+    return FLASHATTN_OK;
+}
+
+/* Row i of head h's probabilities over its visible keys [lo, end) into
+ * pr[lo..end); returns 0 when the row sees no key. */
+static int softmax_row(const fa_problem *pb, double scale, const double *qi, const double *kd,
+                       int64_t b, int64_t hk, int64_t lo, int64_t end, double *pr) {
+    const int64_t d = pb->head_dim;
+    double mx = -INFINITY, sum = 0.0;
+    for (int64_t j = lo; j < end; j++) {
+        const double *kj = kd + ((b * pb->seq_k + j) * pb->heads_kv + hk) * d;
+        double acc = 0.0;
+        for (int64_t c = 0; c < d; c++) acc += qi[c] * kj[c];
+        pr[j] = acc * scale;
+        if (pr[j] > mx) mx = pr[j];
+    }
+    if (end <= lo) return 0;
+    for (int64_t j = lo; j < end; j++) sum += (pr[j] = exp(pr[j] - mx));
+    for (int64_t j = lo; j < end; j++) pr[j] /= sum;
+    return 1;
+}
+
+flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
+                                          const flashattn_tensor *v, const flashattn_params *p,
+                                          const double *qd, const double *kd, const double *vd,
+                                          double *o) {
+    fa_problem pb;
+    double scale;
+    flashattn_status s = problem(q, k, v, p, &pb, &scale);
+    if (s) return s;
+    const int64_t d = pb.head_dim;
+    double *pr = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(double));
+    if (!pr) return FLASHATTN_ERR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < pb.batch; b++)
+        for (int64_t h = 0; h < pb.heads_q; h++)
+            for (int64_t i = 0; i < pb.seq_q; i++) {
+                const int64_t hk = h / pb.group, lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
+                const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
+                double *oi = o + row;
+                for (int64_t c = 0; c < d; c++) oi[c] = 0.0;
+                if (!softmax_row(&pb, scale, qd + row, kd, b, hk, lo, end, pr)) continue;
+                for (int64_t j = lo; j < end; j++) {
+                    const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
+                    for (int64_t c = 0; c < d; c++) oi[c] += pr[j] * vj[c];
+                }
+            }
+    free(pr);
+    return FLASHATTN_OK;
+}
+
+flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
+                                          const flashattn_tensor *v, const flashattn_params *p,
+                                          const double *qd, const double *kd, const double *vd,
+                                          const double *dod, double *dq, double *dk, double *dv) {
+    fa_problem pb;
+    double scale;
+    flashattn_status s = problem(q, k, v, p, &pb, &scale);
+    if (s) return s;
+    const int64_t d = pb.head_dim;
+    const size_t nk = (size_t)(pb.batch * pb.seq_k * pb.heads_kv * d);
+    size_t sk = (size_t)(pb.seq_k > 0 ? pb.seq_k : 1);
+    double *pr = malloc(sk * sizeof(double)), *dp = malloc(sk * sizeof(double));
+    if (!pr || !dp) {
+        free(pr), free(dp);
+        return FLASHATTN_ERR_OUT_OF_MEMORY;
+    }
+    memset(dk, 0, nk * sizeof(double));
+    memset(dv, 0, nk * sizeof(double));
+    for (int64_t b = 0; b < pb.batch; b++)
+        for (int64_t h = 0; h < pb.heads_q; h++)
+            for (int64_t i = 0; i < pb.seq_q; i++) {
+                const int64_t hk = h / pb.group, lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
+                const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
+                const double *qi = qd + row, *doi = dod + row;
+                double *dqi = dq + row;
+                for (int64_t c = 0; c < d; c++) dqi[c] = 0.0;
+                if (!softmax_row(&pb, scale, qi, kd, b, hk, lo, end, pr)) continue;
+                double D = 0.0;
+                for (int64_t j = lo; j < end; j++) {
+                    const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
+                    double acc = 0.0;
+                    for (int64_t c = 0; c < d; c++) acc += doi[c] * vj[c];
+                    dp[j] = acc;
+                    D += pr[j] * acc;
+                }
+                for (int64_t j = lo; j < end; j++) {
+                    const size_t krow = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
+                    const double ds = pr[j] * (dp[j] - D);
+                    for (int64_t c = 0; c < d; c++) {
+                        dqi[c] += scale * ds * kd[krow + c];
+                        dk[krow + c] += scale * ds * qi[c];
+                        dv[krow + c] += pr[j] * doi[c];
+                    }
+                }
+            }
+    free(pr), free(dp);
+    return FLASHATTN_OK;
+}
+
+/* Contiguous [b, s, h, d] doubles of a tensor (any dtype, any strides). */
+static double *widen(const flashattn_tensor *t) {
+    const size_t n = (size_t)(t->batch * t->seqlen * t->heads * t->head_dim);
+    double *x = malloc((n ? n : 1) * sizeof(double));
+    if (!x) return NULL;
+    for (int64_t b = 0; b < t->batch; b++)
+        for (int64_t s = 0; s < t->seqlen; s++)
+            for (int64_t h = 0; h < t->heads; h++)
+                for (int64_t c = 0; c < t->head_dim; c++)
+                    x[((b * t->seqlen + s) * t->heads + h) * t->head_dim + c] = fa_tensor_get(t, b, s, h, c);
+    return x;
+}
+
+flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn_tensor *k,
+                                      const flashattn_tensor *v, const flashattn_tensor *dout,
+                                      const flashattn_params *p, double *dq, double *dk,
+                                      double *dv) {
+    fa_problem pb;
+    double scale;
+    flashattn_status s = problem(q, k, v, p, &pb, &scale);
+    if (s) return s;
+    if (!dout) return FLASHATTN_ERR_NULL_POINTER;
+    if (dout->batch != q->batch || dout->seqlen != q->seqlen || dout->heads != q->heads ||
+        dout->head_dim != q->head_dim)
+        return FLASHATTN_ERR_BAD_SHAPE;
+    double *qd = widen(q), *kd = widen(k), *vd = widen(v), *dod = widen(dout);
+    s = qd && kd && vd && dod
+            ? fa_reference_bwd_f64_dbl(q, k, v, p, qd, kd, vd, dod, dq, dk, dv)
+            : FLASHATTN_ERR_OUT_OF_MEMORY;
+    free(qd), free(kd), free(vd), free(dod);
+    return s;
+}
