@@ -13,5 +13,7 @@ int cmd_check(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_peak(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #endif

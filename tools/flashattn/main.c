@@ -11,6 +11,8 @@ static const fa_cli_command commands[] = {
     {"run", "attention on your own .npy tensors", cmd_run},
     {"bench", "flash vs standard attention: time, speed-up, memory", cmd_bench},
     {"peak", "this machine's measured FP32 peak and memory bandwidth", cmd_peak},
+    {"tune", "sweep block_m x block_n for one shape; --save keeps the best", cmd_tune},
+    {"plan", "analytic model of a forward pass: footprint, traffic, roofline", cmd_plan},
 };
 
 static void usage(FILE *f) {
