@@ -80,12 +80,18 @@ static double timed_compute(const fa_peak_kernels *pk, int bf16, int threads, in
 
 double fa_peak_compute(const fa_peak_kernels *pk, int bf16, int threads, int *cpus, int *team) {
     const double flops = bf16 ? pk->bf16_flops : pk->fma_flops;
-    /* Calibrate on this thread count: the per-thread rate may differ. */
+    /* Size the runs from one thread's fastest rate (a preempted run is only
+     * slower), so that every run is long against thread wake-up and timer
+     * costs even when calibration itself was disturbed. */
     int64_t iters = 1 << 14;
-    double t = timed_compute(pk, bf16, threads, iters, NULL, NULL);
-    while (t < 0.005) {
-        iters *= 4;
-        t = timed_compute(pk, bf16, threads, iters, NULL, NULL);
+    double t = timed_compute(pk, bf16, 1, iters, NULL, NULL);
+    while (t < 0.01) {
+        iters *= 2;
+        t = timed_compute(pk, bf16, 1, iters, NULL, NULL);
+    }
+    for (int rep = 0; rep < 2; rep++) {
+        double u = timed_compute(pk, bf16, 1, iters, NULL, NULL);
+        if (u < t) t = u;
     }
     iters = (int64_t)((double)iters * PEAK_RUN_SECONDS / t) + 1;
     double best = 0.0;
