@@ -209,7 +209,8 @@ FLASHATTN_API void flashattn_kv_cache_init(flashattn_kv_cache *c);
  * bit-identical whatever the thread count for a given num_splits; the
  * automatic choice follows the thread count, so set num_splits when you need
  * bitwise reproducibility across thread counts. block_n: keys per step
- * (0: automatic); block_m: query rows of one kv-head per work item.
+ * (0: automatic); block_m: query rows per kv-head in a work item, whole
+ * query positions of heads_q / heads_kv rows each (0: automatic).
  *
  * The workspace depends on shapes, capacity and params, never on the seqlens
  * values, so one workspace serves every step of a generation.

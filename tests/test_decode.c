@@ -36,7 +36,7 @@ typedef struct {
     int64_t wl, wr;
     flashattn_dtype qdt, cdt, odt, ndt;
     int bhsd; /* contiguous cache as [b, h, s, d] */
-    int num_splits, block_n, threads;
+    int num_splits, block_n, block_m, threads;
     int null_new; /* pass k_new = v_new = NULL (seq_new must be 0) */
 } dcase;
 
@@ -58,12 +58,12 @@ static const char *dtn(flashattn_dtype dt) {
 static void describe(const dcase *c, char *buf, size_t n) {
     int k = snprintf(buf, n,
                      "b=%lld sq=%lld hq=%lld hkv=%lld d=%lld new=%lld page=%lld causal=%d "
-                     "align=%d win=(%lld,%lld) q=%s cache=%s o=%s new=%s bhsd=%d splits=%d lens=",
+                     "align=%d win=(%lld,%lld) q=%s cache=%s o=%s new=%s bhsd=%d splits=%d bn=%d bm=%d lens=",
                      (long long)c->batch, (long long)c->seq_q, (long long)c->hq,
                      (long long)c->hkv, (long long)c->d, (long long)c->seq_new,
                      (long long)c->page_size, c->causal, c->align, (long long)c->wl,
                      (long long)c->wr, dtn(c->qdt), dtn(c->cdt), dtn(c->odt), dtn(c->ndt),
-                     c->bhsd, c->num_splits);
+                     c->bhsd, c->num_splits, c->block_n, c->block_m);
     for (int64_t b = 0; b < c->batch && k < (int)n; b++)
         k += snprintf(buf + k, n - (size_t)k, "%lld,", (long long)c->lens[b]);
 }
@@ -201,6 +201,7 @@ static flashattn_params params_of(const dcase *c) {
     p.window_right = c->wr;
     p.num_splits = c->num_splits;
     p.block_n = c->block_n;
+    p.block_m = c->block_m;
     p.num_threads = c->threads;
     return p;
 }
@@ -346,7 +347,12 @@ static void sweep(void) {
         c.odt = (flashattn_dtype)((i + 1) % 3);
         c.ndt = (flashattn_dtype)(i / 2 % 3);
         c.num_splits = (int)(i % 4 == 3 ? 3 : 0);
-        c.block_n = i % 5 == 4 ? 7 : i % 5 == 2 ? 16 : 0; /* any step size works */
+        /* Any step size works; long steps leave room for fewer kv-heads per
+         * work item (300 keys: one to three), short row tiles give several
+         * query tiles per sequence. */
+        const int bsel = i / 2 % 5; /* not i % 5: that picks the heads */
+        c.block_n = bsel == 4 ? 7 : bsel == 2 ? 16 : bsel == 1 ? 300 : 0;
+        c.block_m = (int)(i % 7 == 2 ? c.hq / c.hkv : i % 7 == 5 ? 2 * c.hq / c.hkv + 1 : 0);
         run_case(&c, 500 + (uint64_t)i);
     }
 }

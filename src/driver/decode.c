@@ -2,13 +2,13 @@
  * Decode driver, one parallel region in three phases:
  *   1. append k_new / v_new into the cache (then a barrier: every item
  *      may read the new rows);
- *   2. work items (sequence, row tile, split, kv-head), dynamically
+ *   2. work items (sequence, query tile, split, kv-head block), dynamically
  *      scheduled; with one split they write O and LSE directly, else each
  *      writes its split's partial (O, LSE) into the workspace;
  *   3. with several splits, after a barrier, the exact merge of the
  *      partials (the same code as flashattn_merge) into O and LSE.
- * kv-head is the innermost item index so that threads running at the same
- * time read neighbouring rows of a [seq, heads_kv, dim] cache.
+ * The kv-head block is the innermost item index so that threads running
+ * at the same time read neighbouring parts of a [seq, heads_kv, dim] cache.
  * Nothing is allocated here: every buffer is a slice of the workspace.
  */
 #include "driver/decode.h"
@@ -68,7 +68,7 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
     const fa_merge_job job = {splits, parts, part_lse, pb->o, pb->lse};
 
     const int64_t appends = dp->k_new ? pb->batch * dp->seq_new : 0;
-    const int64_t per_seq = plan->row_tiles * splits * pb->heads_kv;
+    const int64_t per_seq = plan->query_tiles * splits * plan->head_blocks;
     const int64_t items = pb->seq_q > 0 ? pb->batch * per_seq : 0;
     const int64_t merge_rows = splits > 1 ? pb->batch * pb->heads_q * pb->seq_q : 0;
     const int64_t merge_units = (merge_rows + FA_MERGE_ROWS - 1) / FA_MERGE_ROWS;
@@ -84,14 +84,14 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
 #pragma omp for schedule(dynamic)
         for (int64_t it = 0; it < items; it++) {
             const int64_t b = it / per_seq, r = it % per_seq;
-            const int64_t hk = r % pb->heads_kv;
-            const int split = (int)(r / pb->heads_kv % splits);
-            const int64_t tile = r / pb->heads_kv / splits;
+            const int64_t hblock = r % plan->head_blocks;
+            const int split = (int)(r / plan->head_blocks % splits);
+            const int64_t qtile = r / plan->head_blocks / splits;
             if (splits > 1)
-                fa_decode_item(dp, plan, kern, b, hk, tile, split, &parts[split],
+                fa_decode_item(dp, plan, kern, b, hblock, qtile, split, &parts[split],
                                (float *)part_lse[split], tw);
             else
-                fa_decode_item(dp, plan, kern, b, hk, tile, 0, pb->o, pb->lse, tw);
+                fa_decode_item(dp, plan, kern, b, hblock, qtile, 0, pb->o, pb->lse, tw);
         }
         /* implicit barrier: every split's partials are written */
 #pragma omp for schedule(static)

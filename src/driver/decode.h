@@ -2,17 +2,19 @@
 #ifndef FA_DECODE_H
 #define FA_DECODE_H
 
+#include "kernels/kernels.h"
 #include "plan/tiles_decode.h"
 
 /* Run a validated, planned decode. ws holds plan->workspace_bytes. */
 void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
                    const fa_kernels *kern, void *ws);
 
-/* One work item: row tile `tile` of kv-head hk of sequence b, keys of split
- * `split`. Its rows go to o and lse (the user's, or the split's partials,
- * same layouts; lse may be NULL). tw is the thread's area. */
+/* One work item: kv-head block hblock and query tile qtile of sequence b,
+ * keys of split `split` (see plan/tiles_decode.h). Its rows go to o and
+ * lse (the user's, or the split's partials, same layouts; lse may be
+ * NULL). tw is the thread's area. */
 void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
-                    const fa_kernels *kern, int64_t b, int64_t hk, int64_t tile, int split,
+                    const fa_kernels *kern, int64_t b, int64_t hblock, int64_t qtile, int split,
                     const flashattn_tensor *o, float *lse, float *tw);
 
 /* Write new row j (every kv-head, K and V) of sequence b into the cache.

@@ -1,23 +1,23 @@
 /*
- * One decode work item: the rows of a row tile, all sharing kv-head hk of
- * sequence b, against the keys of one split, read straight from the cache
- * one step of block_n keys at a time.
+ * One decode work item: query positions [i0, i1) of sequence b, with every
+ * query head of kv-heads [hk0, hk0 + nh), against the keys of one split,
+ * read straight from the cache one step of block_n keys at a time.
  *
- * GQA packing: row r of the tile is query i = (r0 + r) / group of query
- * head hk * group + (r0 + r) % group, so every query head of the group
- * (and every query row) uses each cache element while it is in L1: the
- * cache is read once per kv-head, not once per query head.
+ * Rows: kv-head h of the block owns the contiguous rows
+ * [h * mh, (h + 1) * mh), mh = group * (i1 - i0); its row r is query
+ * i0 + r / group of query head (hk0 + h) * group + r % group. So the query
+ * heads sharing a kv-head form one tile (GQA packing: each cache element is
+ * read once per kv-head, not once per query head).
  *
  *   for each step of keys:
- *       K rows -> f32;   S = Q K^T      (gemm_nt: K rows as they are, no
- *                                        panel packing, no transposes)
+ *       K rows of every head of the block, in address order -> f32
+ *       per head: S = Q K^T   (gemm_nt: K rows as they are, no packing)
  *       mask, m' = max(m, rowmax S), P = exp2(S - m'), l = l*2^(m-m') + rowsum P
- *       V rows -> f32;   acc = acc*2^(m-m') + P V
+ *       V rows, likewise -> f32; per head: acc = acc*2^(m-m') + P V
  *   O = acc / l,  LSE = ln2 * (m + log2 l)
  *
- * Decode is bound by memory: while one step is converted, the rows of the
- * next one are prefetched into L2 (cache rows of one kv-head are strided,
- * heads_kv rows apart, which the hardware prefetchers follow poorly).
+ * Decode is bound by memory: the step's V rows are prefetched while its K
+ * rows are converted, and the next step's K rows while its V rows are.
  */
 #include <math.h>
 #include <string.h>
@@ -49,8 +49,11 @@ static void cache_rows(const fa_decode_problem *dp, const flashattn_tensor *t, i
     }
 }
 
-static void prefetch_row(const void *p, int64_t bytes) {
-    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)p + off, 0, 2);
+/* Into L2: nh rows of `bytes`, head_step bytes apart from row. */
+static void prefetch_heads(const char *row, int64_t nh, int64_t head_step, int64_t bytes) {
+    for (int64_t h = 0; h < nh; h++)
+        for (int64_t off = 0; off < bytes; off += 64)
+            __builtin_prefetch(row + h * head_step + off, 0, 2);
 }
 
 /* Keys [*j_beg, *j_end) of split `split`: consecutive parts of [lo, end),
@@ -69,53 +72,58 @@ static void split_range(int64_t lo, int64_t end, int split, int splits, int64_t 
 }
 
 void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
-                    const fa_kernels *kern, int64_t b, int64_t hk, int64_t tile, int split,
+                    const fa_kernels *kern, int64_t b, int64_t hblock, int64_t qtile, int split,
                     const flashattn_tensor *o, float *lse, float *tw) {
     const fa_problem seq = fa_decode_seq(dp, b);
     const fa_problem *pb = &seq;
     const int64_t d = pb->head_dim, dpad = pb->head_dim_pad, g = pb->group;
     const int64_t bn = plan->block_n;
     const int mr = kern->mr, nr = kern->nr;
-    const int64_t r0 = tile * plan->block_m;
-    const int m = (int)(g * pb->seq_q - r0 < plan->block_m ? g * pb->seq_q - r0 : plan->block_m);
-    const size_t kbytes = (size_t)d * (pb->k->dtype == FLASHATTN_F32 ? 4 : 2);
-    float *q = tw;                                              /* [m][d]    */
-    float *s = q + round16((size_t)(plan->block_m * d));        /* [m][bn]   */
-    float *acc = s + round16((size_t)(plan->block_m * bn));     /* [m][dpad] */
-    float *kv = acc + round16((size_t)(plan->block_m * dpad));  /* [bn][d] K, then [bn][dpad] V */
-    float *mx = kv + round16((size_t)(bn * dpad));
-    float *ls = mx + round16((size_t)plan->block_m);
-    const char **krow = (const char **)(ls + round16((size_t)plan->block_m)); /* [bn] each */
+    const int64_t hk0 = hblock * plan->heads_per_item, i0 = qtile * plan->queries_per_item;
+    const int64_t nh = pb->heads_kv - hk0 < plan->heads_per_item ? pb->heads_kv - hk0 : plan->heads_per_item;
+    const int64_t i1 = pb->seq_q - i0 < plan->queries_per_item ? pb->seq_q : i0 + plan->queries_per_item;
+    const int mh = (int)(g * (i1 - i0)), m = (int)(nh * mh);
+    const size_t rows = (size_t)plan->rows;
+    const int64_t es = pb->k->dtype == FLASHATTN_F32 ? 4 : 2, rowb = d * es;
+    const int64_t khs = pb->k->stride_head * es, vhs = pb->v->stride_head * es;
+    float *q = tw;                                               /* [m][d]        */
+    float *s = q + round16(rows * (size_t)d);                    /* [m][bn]       */
+    float *acc = s + round16(rows * (size_t)bn);                 /* [m][dpad]     */
+    float *kv = acc + round16(rows * (size_t)dpad);              /* [nh][bn][d or dpad] */
+    float *mx = kv + round16((size_t)(plan->heads_per_item * bn * dpad));
+    float *ls = mx + round16(rows);
+    const char **krow = (const char **)(ls + round16(rows)); /* [bn] each, for head hk0 */
     const char **vrow = krow + bn, **knext = vrow + bn;
 
     /* Q rows, pre-scaled into base 2 */
     for (int r = 0; r < m; r++) {
-        const int64_t i = (r0 + r) / g, h = hk * g + (r0 + r) % g;
+        const int64_t i = i0 + r % mh / g, h = (hk0 + r / mh) * g + r % mh % g;
         kern->load(q + r * d, fa_row_ptr(pb->q, b, i, h), pb->q->dtype, d, pb->scale_log2);
         mx[r] = -INFINITY;
         ls[r] = 0.0f;
     }
 
-    const int64_t i_first = r0 / g, i_last = (r0 + m - 1) / g;
     int64_t j_beg, j_end;
-    split_range(fa_key_lo(pb, i_first), fa_key_end(pb, i_last), split, plan->num_splits, bn,
-                &j_beg, &j_end);
+    split_range(fa_key_lo(pb, i0), fa_key_end(pb, i1 - 1), split, plan->num_splits, bn, &j_beg,
+                &j_end);
     int first = 1;
-    if (j_beg < j_end) cache_rows(dp, pb->k, b, hk, j_beg, j_end - j_beg < bn ? j_end - j_beg : bn, krow);
+    if (j_beg < j_end) cache_rows(dp, pb->k, b, hk0, j_beg, j_end - j_beg < bn ? j_end - j_beg : bn, krow);
     for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
         const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
-        cache_rows(dp, pb->v, b, hk, j0, n, vrow);
+        cache_rows(dp, pb->v, b, hk0, j0, n, vrow);
         for (int64_t j = 0; j < n; j++) {
-            kern->load(kv + j * d, krow[j], pb->k->dtype, d, 1.0f);
-            prefetch_row(vrow[j], (int64_t)kbytes);
+            for (int64_t h = 0; h < nh; h++)
+                kern->load(kv + (h * bn + j) * d, krow[j] + h * khs, pb->k->dtype, d, 1.0f);
+            prefetch_heads(vrow[j], nh, vhs, rowb);
         }
-        kern->gemm_nt(m, (int)n, d, q, d, kv, d, s, bn);
+        for (int64_t h = 0; h < nh; h++)
+            kern->gemm_nt(mh, (int)n, d, q + h * mh * d, d, kv + h * bn * d, d, s + h * mh * bn, bn);
 
         /* Only steps that cut some row's visible range need the mask. */
-        const int full = fa_key_lo(pb, i_last) <= j0 && fa_key_end(pb, i_first) >= j0 + n;
+        const int full = fa_key_lo(pb, i1 - 1) <= j0 && fa_key_end(pb, i0) >= j0 + n;
         for (int r = 0; r < m; r++) {
             float *row = s + r * bn;
-            const int64_t i = (r0 + r) / g;
+            const int64_t i = i0 + r % mh / g;
             if (!full) mask_row(row, j0, n, fa_key_lo(pb, i), fa_key_end(pb, i));
             const float bmax = kern->row_max(row, n);
             const float mnew = bmax > mx[r] ? bmax : mx[r];
@@ -133,27 +141,33 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
 
         /* V rows, while the next step's K rows are prefetched */
         const int64_t n_next = j0 + bn < j_end ? (j0 + 2 * bn < j_end ? bn : j_end - j0 - bn) : 0;
-        if (n_next) cache_rows(dp, pb->k, b, hk, j0 + bn, n_next, knext);
+        if (n_next) cache_rows(dp, pb->k, b, hk0, j0 + bn, n_next, knext);
         for (int64_t j = 0; j < n; j++) {
-            float *vr = kv + j * dpad;
-            kern->load(vr, vrow[j], pb->v->dtype, d, 1.0f);
-            if (dpad > d) memset(vr + d, 0, (size_t)(dpad - d) * sizeof(float));
-            if (j < n_next) prefetch_row(knext[j], (int64_t)kbytes);
+            for (int64_t h = 0; h < nh; h++) {
+                float *vr = kv + (h * bn + j) * dpad;
+                kern->load(vr, vrow[j] + h * vhs, pb->v->dtype, d, 1.0f);
+                if (dpad > d) memset(vr + d, 0, (size_t)(dpad - d) * sizeof(float));
+            }
+            if (j < n_next) prefetch_heads(knext[j], nh, khs, rowb);
         }
         const char **t = krow;
         krow = knext, knext = t;
-        /* acc (+)= P V; the first step overwrites, so acc needs no clearing */
-        for (int64_t c = 0; c < dpad; c += nr) {
-            const int n_cols = (int)(dpad - c < nr ? dpad - c : nr);
-            for (int r = 0; r < m; r += mr)
-                kern->gemm(m - r < mr ? m - r : mr, n_cols, n, s + r * bn, bn, kv + c, dpad,
-                           acc + r * dpad + c, dpad, !first);
-        }
+
+        /* acc (+)= P V per head; the first step overwrites, so acc needs no clearing */
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t c = 0; c < dpad; c += nr) {
+                const int n_cols = (int)(dpad - c < nr ? dpad - c : nr);
+                for (int r = (int)(h * mh); r < (h + 1) * mh; r += mr) {
+                    const int rr = (int)((h + 1) * mh - r < mr ? (h + 1) * mh - r : mr);
+                    kern->gemm(rr, n_cols, n, s + r * bn, bn, kv + h * bn * dpad + c, dpad,
+                               acc + r * dpad + c, dpad, !first);
+                }
+            }
         first = 0;
     }
 
     for (int r = 0; r < m; r++) {
-        const int64_t i = (r0 + r) / g, h = hk * g + (r0 + r) % g;
+        const int64_t i = i0 + r % mh / g, h = (hk0 + r / mh) * g + r % mh % g;
         void *orow = (void *)fa_row_ptr(o, b, i, h);
         float row_lse;
         if (ls[r] == 0.0f) {

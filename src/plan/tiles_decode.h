@@ -1,8 +1,10 @@
 /*
  * Work split and workspace layout for decode. A work item is one
- * (sequence, kv-head, row tile, split): the row tile holds block_m of the
- * group * seq_q query rows that share the kv-head, the split one of
- * num_splits consecutive parts of the keys those rows see.
+ * (sequence, kv-head block, query tile, split): heads_per_item adjacent
+ * kv-heads (their cache rows are adjacent in memory, so the item reads the
+ * cache in address order), queries_per_item query positions (with every
+ * query head of those kv-heads), and one of num_splits consecutive parts
+ * of the keys those queries see.
  */
 #ifndef FA_TILES_DECODE_H
 #define FA_TILES_DECODE_H
@@ -10,14 +12,16 @@
 #include <stddef.h>
 
 #include "driver/decode_problem.h"
-#include "kernels/kernels.h"
 
 typedef struct fa_decode_plan {
-    int block_m;            /* query rows per work item */
+    int heads_per_item;     /* kv-heads per work item */
+    int queries_per_item;   /* query positions per work item */
     int block_n;            /* keys per step */
     int num_splits;
     int threads;
-    int64_t row_tiles;      /* ceil(group * seq_q / block_m) */
+    int64_t head_blocks;    /* ceil(heads_kv / heads_per_item) */
+    int64_t query_tiles;    /* ceil(seq_q / queries_per_item) */
+    int64_t rows;           /* most rows of an item: heads_per_item * group * queries_per_item */
     size_t thread_floats;   /* per thread: Q, S, acc, K/V rows, m, l, row addresses */
     size_t part_floats;     /* per split (num_splits > 1): partial O, [batch, seq_q, heads_q, head_dim_pad] */
     size_t part_lse_floats; /* per split: partial LSE, [batch, heads_q, seq_q] */
@@ -25,9 +29,9 @@ typedef struct fa_decode_plan {
 } fa_decode_plan;
 
 /* Fill plan from a validated problem and range-checked params. Returns
- * BAD_TILE for block sizes the kernels cannot run, OVERFLOW when the
- * workspace size does not fit in size_t. */
+ * BAD_TILE for block sizes out of range, OVERFLOW when the workspace size
+ * does not fit in size_t. */
 flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_params *p,
-                                const fa_kernels *kern, fa_decode_plan *plan);
+                                fa_decode_plan *plan);
 
 #endif
