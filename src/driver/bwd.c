@@ -10,7 +10,8 @@
  *          c, c + slots, c + 2 * slots, ... in order, into dQ accumulator c
  *          (strided, so causal masks leave the chunks equally loaded);
  *        otherwise: item = (group, kv-block), all adding into one shared dQ
- *          accumulator per head under per-q-block locks;
+ *          accumulator per head, under per-q-block locks when there is
+ *          more than one thread;
  *   3. reduce, per (query head, q-block): sum the accumulators in slot order
  *      and store dQ rows.
  * Nothing is allocated here: every buffer is a slice of the workspace.

@@ -12,9 +12,10 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
 
 /* One work item: keys [j0, j1) of group g (= b * heads_kv + kv-head), whose
  * packed query heads, dQ accumulators and locks start at gbase. Accumulates
- * dQ^T into accumulator `slot`: directly when the plan is deterministic (the
- * slot is this item's alone), else through the per-q-block locks. Writes the
- * keys' dK and dV rows. tw is the thread's tile area. */
+ * dQ^T into accumulator `slot`: through the per-q-block locks when
+ * plan->shared_dq, else directly (the slot is this item's, or this
+ * thread's, alone). Writes the keys' dK and dV rows. tw is the thread's
+ * tile area. */
 void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                     int64_t g, float *gbase, int slot, int64_t j0, int64_t j1, float *tw);
 

@@ -182,7 +182,7 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
         for (int64_t qb = ia / bm; qb * bm < ie; qb++) {
             const int64_t i0 = qb * bm, i1 = i0 + bm < f->seq_q ? i0 + bm : f->seq_q;
             step(pb, plan, kern, &t, head, i0, i1, fa_bwd_slot(plan, f, gbase, slot, hi, qb),
-                 plan->deterministic ? NULL : fa_bwd_lock(plan, gbase, hi, qb));
+                 plan->shared_dq ? fa_bwd_lock(plan, gbase, hi, qb) : NULL);
         }
     }
 

@@ -9,8 +9,12 @@
  *     S^T/P^T, dP^T/dS^T        2 * block_n * block_m
  *     dQ^T tile                 d * block_m
  * plus, streamed per step from the packed heads, Qs/dO rows and panels
- * (4 * block_m * (d + 1)). With the defaults (128 x 128 up to d = 128,
- * 64 x 64 above) that is under 800 KB: the work item's own data stays in L2.
+ * (4 * block_m * (d + 1)). With the default 128 x ~128 that is about 760 KB
+ * at d = 128: the work item's data and a step's stream share L2. At d = 256
+ * it is about 1.4 MB, past a 1.25 MB L2, yet 64 x 64 blocks measured ~15%
+ * slower there (Ice Lake, one thread): the dK/dV products run over block_m
+ * query rows per call and the dQ product over block_n keys, and short calls
+ * spend more of their time loading and storing the C tile.
  *
  * block_n and the number of deterministic chunks never depend on the thread
  * count: a dQ element is summed per kv-block and then over kv-blocks in an
@@ -50,15 +54,14 @@ static int floats3(size_t a, size_t b, size_t c, size_t *r) {
 }
 
 static int auto_block_n(const fa_problem *pb, const fa_kernels *kern) {
-    int bn = pb->head_dim > 128 ? 64 : 128;
-    bn = bn / kern->mr * kern->mr; /* whole register tiles down the key rows */
+    int bn = 128 / kern->mr * kern->mr; /* whole register tiles down the key rows */
     int64_t need = (pb->seq_k + kern->mr - 1) / kern->mr * kern->mr;
     if (need < bn) bn = need > 0 ? (int)need : 1;
     return bn;
 }
 
-static int auto_block_m(const fa_problem *pb, const fa_kernels *kern) {
-    int bm = pb->head_dim > 128 ? 64 : 128;
+static int auto_block_m(const fa_problem *pb) {
+    int bm = 128;
     int64_t need = pb->seq_q > 0 ? pb->seq_q : 1;
     if (need < bm) bm = (int)need;
     return bm;
@@ -72,7 +75,7 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
         return fa_fail(FLASHATTN_ERR_BAD_TILE, "block_m=%d, block_n=%d: each must be <= %d",
                        p->block_m, p->block_n, FA_MAX_BLOCK);
     plan->block_n = p->block_n > 0 ? p->block_n : auto_block_n(pb, kern);
-    int bm = p->block_m > 0 ? p->block_m : auto_block_m(pb, kern);
+    int bm = p->block_m > 0 ? p->block_m : auto_block_m(pb);
     /* Q^T is packed in panels of nr queries and a step starts on a panel. */
     plan->block_m = (bm + kern->nr - 1) / kern->nr * kern->nr;
 
@@ -107,6 +110,7 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
             slots /= 2;
     }
     plan->slots = slots;
+    plan->shared_dq = !plan->deterministic && plan->threads > 1;
     size_t slots_f, gf;
     if (!fa_mul_size(slot_group_f, (size_t)slots, &slots_f) || !fa_add_size(heads_f, slots_f, &gf) ||
         !fa_add_size(gf, locks, &gf))

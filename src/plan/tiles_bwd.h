@@ -21,6 +21,8 @@ typedef struct fa_bwd_plan {
     int threads;
     int deterministic;
     int slots;            /* dQ accumulators per head: chunks (deterministic) or 1 shared */
+    int shared_dq;        /* work items add into one dQ accumulator under locks:
+                           * not deterministic and more than one thread */
     int64_t qblocks, kvblocks;
     int64_t groups_per_pass;
 
