@@ -212,7 +212,9 @@ int main(void) {
         {1, 90, 130, 2, 2, 96, 0, 0, 5, -1, FLASHATTN_F32, 2},
         {1, 50, 500, 1, 1, 256, 0, 1, 0, 0, FLASHATTN_F32, 0},    /* windows past the last key */
         {1, 700, 700, 1, 1, 32, 0, 0, -1, -1, FLASHATTN_F32, 0},
-        {1, 1500, 1500, 8, 2, 2, 1, 0, -1, -1, FLASHATTN_F32, 0}, /* 3 heads a pass, GQA 4:1 */
+        {1, 1500, 1500, 8, 2, 2, 1, 0, -1, -1, FLASHATTN_F32, 0}, /* a pass per head, GQA 4:1 */
+        {1, 600, 600, 6, 2, 4, 1, 1, -1, -1, FLASHATTN_F32, 2},   /* 2 heads a pass, GQA 3:1:
+                                                                    a group straddles passes */
         {2, 1, 1, 2, 1, 16, 1, 0, -1, -1, FLASHATTN_F32, 0},
         {1, 0, 5, 2, 1, 16, 0, 0, -1, -1, FLASHATTN_F32, 0},
         {1, 5, 0, 2, 1, 16, 0, 0, -1, -1, FLASHATTN_F32, 1},
