@@ -36,6 +36,7 @@ typedef struct {
     size_t standard_bytes;       /* standard attention's extra memory (S, packing, tiles) */
     size_t cblas_bytes;
     double max_abs_diff;         /* |flash - standard| over O: a sanity check, < 0 if not run */
+    double fwd_ms;               /* --bwd: the forward of the same shape, same run */
     char note[256];
 } bench_row;
 
@@ -44,6 +45,8 @@ typedef struct {
 typedef int (*bench_run_fn)(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row);
 
 int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row);
+/* --bwd: flash_ms is the backward's time, flops 2.5x the forward's. */
+int bench_bwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row);
 
 /* `bench --decode`: its own options and table (KV bytes read per second
  * against the read bandwidth), so it takes the command line whole. */

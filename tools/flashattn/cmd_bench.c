@@ -29,6 +29,7 @@ typedef struct {
 
 static const bench_mode modes[] = {
     {"--fwd", "forward", bench_fwd},
+    {"--bwd", "backward", bench_bwd},
 };
 
 typedef struct {
@@ -243,6 +244,12 @@ static void print_json(const bench_opts *o, const bench_mode *m, const bench_row
     fa_json_num("pct_peak", 100.0 * gf / pk->gflops, pk->gflops > 0);
     fa_json_num("peak_gflops", pk->gflops, 1);
     fa_json_num("peak_1thread_gflops", pk->one_thread, pk->one_thread > 0);
+    if (m->run == bench_bwd) {
+        fa_json_num("bwd_ms", r->flash_ms, 1);
+        fa_json_num("bwd_gflops", gf, 1);
+        fa_json_num("fwd_ms", r->fwd_ms, 1);
+        fa_json_num("bwd_over_fwd", r->flash_ms / r->fwd_ms, r->fwd_ms > 0);
+    }
     printf(", \"peak_scaled\": %s", pk->scaled ? "true" : "false");
     fa_json_size("workspace_bytes", r->workspace_bytes, 1);
     fa_json_size("standard_bytes", r->standard_bytes, o->standard);
