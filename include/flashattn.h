@@ -279,16 +279,16 @@ FLASHATTN_API flashattn_status flashattn_merge(int64_t n_parts, const flashattn_
  *   params.deterministic = 1: the key blocks are dealt into at most 8 fixed
  *     chunks, each accumulating dq in its own f32 buffer, summed in chunk
  *     order: dq is bit-identical across runs and thread counts. Costs up to
- *     8 extra f32 copies of dq for the kv-heads in flight (within a 128 MiB
- *     budget, always at least one) and uses at most (kv-heads in flight x
- *     chunks) threads.
+ *     8 f32 copies of dq instead of one for the kv-heads in flight (fewer
+ *     when 8 would pass a 128 MiB budget) and keeps at most (kv-heads in
+ *     flight x chunks) threads busy.
  *   params.deterministic = 0 (default): one f32 dq buffer shared by all work
  *     items, added to under a lock per block of queries: with more than one
  *     thread the order of the additions varies, so dq may differ in its
  *     last bits from run to run.
  * block_n: keys per work item (0: automatic, at most 4096); block_m: query
  * rows per tile (0: automatic, at most 4096), rounded up to a multiple of
- * the kernels' column tile (16 to 64 floats).
+ * the kernel path's column tile (16 floats scalar and avx2, 32 avx512).
  *
  * The workspace is O(seq * head_dim) per kv-head in flight plus per-thread
  * tiles, never O(seq_q * seq_k); NULL makes flashattn_bwd allocate it. dq,
