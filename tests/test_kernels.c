@@ -4,7 +4,9 @@
  *
  * Pass rules: gemm, row_max, scale, load and store bit-identical to the
  * reference (whole buffers compared, so writes outside the tile or row
- * fail too). exp2_sum: each element within 4 ulp of exp2 of the float
+ * fail too). gemm_nt: within the bound on two summation orders of the
+ * same dot product, and each element bit-identical to the same row pair
+ * computed alone (the position rule of kernels.h). exp2_sum: each element within 4 ulp of exp2 of the float
  * difference x - m evaluated in double, exactly +0 for -inf and for
  * differences below -150; the sum within (n + 8) ulp of the exact sum of
  * the exact terms (any summation order of n non-negative terms is within
@@ -96,6 +98,89 @@ static void test_gemm(const fa_kernels *kn, uint64_t *rng) {
                 for (int odd = 0; odd < 2; odd++)
                     for (int acc = 0; acc < 2; acc++)
                         for (int mis = 0; mis < 2; mis++) gemm_case(kn, m, n, ks[ki], odd, acc, mis, rng);
+}
+
+/* ---- gemm_nt ---------------------------------------------------------- */
+
+/* Any summation tree in which no term meets more than d roundings is
+ * within d * 2^-24 * sum |a_p b_p| of the exact dot product (to first
+ * order; the bound adds one unit for the second). The reference's terms
+ * meet at most 1 + ceil(k/8) + 3 (product, its lane's chain, the tree),
+ * an FMA kernel's at most ceil(k/L) + log2(L) with L = 8 or 16 lanes: so
+ * the two differ by at most 2 ceil(k/8) + 8 units, plus 1. */
+static double gemm_nt_units(int64_t k) { return 2.0 * (double)((k + 7) / 8) + 9.0; }
+
+static void gemm_nt_case(const fa_kernels *kn, int m, int n, int64_t k, int odd, int mis,
+                         uint64_t *rng) {
+    const int64_t lda = k + (odd ? 3 : 0), ldb = k + (odd ? 5 : 0),
+                  ldc = (n > 0 ? n : 1) + (odd ? 7 : 0);
+    /* Exact sizes plus the misalignment, so ASan sees any read past the
+     * last row of A or B. */
+    const int64_t na = m > 0 ? (m - 1) * lda + k : 0, nb = n > 0 ? (n - 1) * ldb + k : 0;
+    const int64_t nc = m * ldc + 16; /* a guard row past C */
+    float *abuf = alloc_floats(na + mis), *bbuf = alloc_floats(nb + mis);
+    float *cbuf = alloc_floats(nc + mis), *rbuf = alloc_floats(nc + mis);
+    float *a = abuf + mis, *b = bbuf + mis, *c = cbuf + mis, *r = rbuf + mis;
+    for (int64_t i = 0; i < na; i++) a[i] = rand_float(rng);
+    for (int64_t i = 0; i < nb; i++) b[i] = rand_float(rng);
+    /* NaN garbage: a kernel that reads C turns elements into NaNs; outside
+     * the m x n tile it must stay as is. */
+    for (int64_t i = 0; i < nc; i++) c[i] = fa_bits_f32(0x7fc00000u | (uint32_t)(tt_rand_u64(rng) & 0x3fffff));
+    memcpy(r, c, (size_t)nc * sizeof(float));
+
+    fa_gemm_nt_ref(m, n, k, a, lda, b, ldb, r, ldc);
+    kn->gemm_nt(m, n, k, a, lda, b, ldb, c, ldc);
+
+    int64_t outside = -1;
+    for (int64_t e = 0; e < nc && outside < 0; e++)
+        if (!(e / ldc < m && e % ldc < n) && fa_f32_bits(c[e]) != fa_f32_bits(r[e])) outside = e;
+    TT_CHECK(outside < 0, "[%s] gemm_nt m=%d n=%d k=%lld lda=%lld ldb=%lld ldc=%lld misaligned=%d: "
+             "wrote C[%lld][%lld] outside the tile", kn->isa, m, n, (long long)k, (long long)lda,
+             (long long)ldb, (long long)ldc, mis, (long long)(outside / ldc), (long long)(outside % ldc));
+
+    double worst = 0.0;
+    int wi = 0, wj = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double mag = 0.0;
+            for (int64_t p = 0; p < k; p++) mag += fabs((double)a[i * lda + p] * b[j * ldb + p]);
+            const double err = fabs((double)c[i * ldc + j] - r[i * ldc + j]);
+            const double units = err == 0.0 ? 0.0 : mag > 0.0 ? err / (mag * 0x1p-24) : INFINITY;
+            if (!(units <= worst)) worst = units, wi = i, wj = j; /* NaN counts as worst */
+        }
+    TT_CHECK(worst <= gemm_nt_units(k), "[%s] gemm_nt m=%d n=%d k=%lld lda=%lld ldb=%lld ldc=%lld misaligned=%d: "
+             "C[%d][%d] = %a, reference %a: %.3g units of 2^-24 sum|ab|, bound %.0f", kn->isa, m, n,
+             (long long)k, (long long)lda, (long long)ldb, (long long)ldc, mis, wi, wj,
+             m && n ? c[wi * ldc + wj] : 0.0, m && n ? r[wi * ldc + wj] : 0.0, worst, gemm_nt_units(k));
+
+    /* The position rule, bit for bit: each element computed alone (the
+     * smallest tile, at the origin of C) equals it inside this call. */
+    int diff = 0, di = 0, dj = 0;
+    float one = 0.0f;
+    for (int i = 0; i < m && !diff; i++)
+        for (int j = 0; j < n && !diff; j++) {
+            kn->gemm_nt(1, 1, k, a + i * lda, lda, b + j * ldb, ldb, &one, 1);
+            if (fa_f32_bits(one) != fa_f32_bits(c[i * ldc + j])) diff = 1, di = i, dj = j;
+        }
+    TT_CHECK(!diff, "[%s] gemm_nt m=%d n=%d k=%lld lda=%lld ldb=%lld ldc=%lld misaligned=%d: "
+             "C[%d][%d] = %a, alone %a", kn->isa, m, n, (long long)k, (long long)lda,
+             (long long)ldb, (long long)ldc, mis, di, dj, diff ? c[di * ldc + dj] : 0.0, one);
+    free(abuf);
+    free(bbuf);
+    free(cbuf);
+    free(rbuf);
+}
+
+/* Every m up to two 4-row tiles and one more, every n up to five 8-column
+ * tiles, k around each multiple of 8 and 16 up to 256. Padded strides
+ * and misalignment take their four combinations in turn, so every m, every
+ * n and every k meets each of them. */
+static void test_gemm_nt(const fa_kernels *kn, uint64_t *rng) {
+    static const int64_t ks[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 64, 127, 128, 255, 256};
+    int turn = 0;
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+        for (int m = 0; m <= 9; m++)
+            for (int n = 0; n <= 40; n++, turn++) gemm_nt_case(kn, m, n, ks[ki], turn & 1, turn >> 1 & 1, rng);
 }
 
 /* ---- rows --------------------------------------------------------------- */
@@ -328,6 +413,7 @@ int main(void) {
         uint64_t rng = 20240601;
         printf("%s: tile %d x %d\n", kn->isa, kn->mr, kn->nr);
         test_gemm(kn, &rng);
+        test_gemm_nt(kn, &rng);
         for_rows(kn, &rng, row_max_case);
         for_rows(kn, &rng, scale_case);
         for_rows(kn, &rng, exp2_sum_case);

@@ -13,5 +13,5 @@ const fa_kernels fa_kernels_avx2 = {
     .scale = fa_scale_avx2,
     .load = fa_load_avx2,
     .store = fa_store_avx2,
-    .gemm_nt = fa_gemm_nt_ref, /* portable until an AVX2 version is written */
+    .gemm_nt = fa_gemm_nt_avx2,
 };

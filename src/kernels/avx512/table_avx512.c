@@ -13,5 +13,5 @@ const fa_kernels fa_kernels_avx512 = {
     .scale = fa_scale_avx512,
     .load = fa_load_avx512,
     .store = fa_store_avx512,
-    .gemm_nt = fa_gemm_nt_ref, /* portable until an AVX-512 version is written */
+    .gemm_nt = fa_gemm_nt_avx512,
 };
