@@ -11,6 +11,8 @@
  *
  *   for each step of keys:
  *       K rows of every head of the block, in address order -> f32
+ *           ([key][head][dim]: one conversion per key when the heads'
+ *           rows are adjacent, as in a [seq, heads_kv, dim] cache)
  *       per head: S = Q K^T   (gemm_nt: K rows as they are, no packing)
  *       mask, m' = max(m, rowmax S), P = exp2(S - m'), l = l*2^(m-m') + rowsum P
  *       V rows, likewise -> f32; per head: acc = acc*2^(m-m') + P V
@@ -86,10 +88,13 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     const size_t rows = (size_t)plan->rows;
     const int64_t es = pb->k->dtype == FLASHATTN_F32 ? 4 : 2, rowb = d * es;
     const int64_t khs = pb->k->stride_head * es, vhs = pb->v->stride_head * es;
+    /* the block's rows of one key are one run of nh * d elements */
+    const int k_run = pb->k->stride_head == d, v_run = pb->v->stride_head == d && dpad == d;
+    const int64_t kld = nh * d, vld = nh * dpad;
     float *q = tw;                                               /* [m][d]        */
     float *s = q + round16(rows * (size_t)d);                    /* [m][bn]       */
     float *acc = s + round16(rows * (size_t)bn);                 /* [m][dpad]     */
-    float *kv = acc + round16(rows * (size_t)dpad);              /* [nh][bn][d or dpad] */
+    float *kv = acc + round16(rows * (size_t)dpad);              /* [bn][nh][d], then [bn][nh][dpad] */
     float *mx = kv + round16((size_t)(plan->heads_per_item * bn * dpad));
     float *ls = mx + round16(rows);
     const char **krow = (const char **)(ls + round16(rows)); /* [bn] each, for head hk0 */
@@ -112,12 +117,15 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
         cache_rows(dp, pb->v, b, hk0, j0, n, vrow);
         for (int64_t j = 0; j < n; j++) {
-            for (int64_t h = 0; h < nh; h++)
-                kern->load(kv + (h * bn + j) * d, krow[j] + h * khs, pb->k->dtype, d, 1.0f);
+            if (k_run)
+                kern->load(kv + j * kld, krow[j], pb->k->dtype, kld, 1.0f);
+            else
+                for (int64_t h = 0; h < nh; h++)
+                    kern->load(kv + j * kld + h * d, krow[j] + h * khs, pb->k->dtype, d, 1.0f);
             prefetch_heads(vrow[j], nh, vhs, rowb);
         }
         for (int64_t h = 0; h < nh; h++)
-            kern->gemm_nt(mh, (int)n, d, q + h * mh * d, d, kv + h * bn * d, d, s + h * mh * bn, bn);
+            kern->gemm_nt(mh, (int)n, d, q + h * mh * d, d, kv + h * d, kld, s + h * mh * bn, bn);
 
         /* Only steps that cut some row's visible range need the mask. */
         const int full = fa_key_lo(pb, i1 - 1) <= j0 && fa_key_end(pb, i0) >= j0 + n;
@@ -143,11 +151,14 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         const int64_t n_next = j0 + bn < j_end ? (j0 + 2 * bn < j_end ? bn : j_end - j0 - bn) : 0;
         if (n_next) cache_rows(dp, pb->k, b, hk0, j0 + bn, n_next, knext);
         for (int64_t j = 0; j < n; j++) {
-            for (int64_t h = 0; h < nh; h++) {
-                float *vr = kv + (h * bn + j) * dpad;
-                kern->load(vr, vrow[j] + h * vhs, pb->v->dtype, d, 1.0f);
-                if (dpad > d) memset(vr + d, 0, (size_t)(dpad - d) * sizeof(float));
-            }
+            if (v_run)
+                kern->load(kv + j * vld, vrow[j], pb->v->dtype, vld, 1.0f);
+            else
+                for (int64_t h = 0; h < nh; h++) {
+                    float *vr = kv + j * vld + h * dpad;
+                    kern->load(vr, vrow[j] + h * vhs, pb->v->dtype, d, 1.0f);
+                    if (dpad > d) memset(vr + d, 0, (size_t)(dpad - d) * sizeof(float));
+                }
             if (j < n_next) prefetch_heads(knext[j], nh, khs, rowb);
         }
         const char **t = krow;
@@ -159,7 +170,7 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
                 const int n_cols = (int)(dpad - c < nr ? dpad - c : nr);
                 for (int r = (int)(h * mh); r < (h + 1) * mh; r += mr) {
                     const int rr = (int)((h + 1) * mh - r < mr ? (h + 1) * mh - r : mr);
-                    kern->gemm(rr, n_cols, n, s + r * bn, bn, kv + h * bn * dpad + c, dpad,
+                    kern->gemm(rr, n_cols, n, s + r * bn, bn, kv + h * dpad + c, vld,
                                acc + r * dpad + c, dpad, !first);
                 }
             }
