@@ -192,7 +192,7 @@ static void phase_output(const fa_problem *pb, const std_plan *sp, const fa_kern
             const int n = (int)(dp - c < nr ? dp - c : nr);
             for (int r = 0; r < m; r += (int)mr)
                 kern->gemm(m - r < mr ? m - r : (int)mr, n, kn, p + r * sp->ld_s + k0, sp->ld_s,
-                           vp + k0 * dp + c, dp, acc + r * dp + c, dp, k0 > lo);
+                           vp + c * pb->seq_k + k0 * n, n, acc + r * dp + c, dp, k0 > lo);
         }
     }
     for (int r = 0; r < m; r++)
@@ -227,7 +227,7 @@ static void run_standard(const fa_problem *pb, const std_plan *sp, const fa_kern
                 float *kp = ps.packs + (size_t)(g - g0) * (sp->kpack_floats + sp->vpack_floats);
                 fa_pack_k(pb, kern, g / pb->heads_kv, g % pb->heads_kv, j0, j1, kp, tw);
                 fa_pack_v(pb, kern, g / pb->heads_kv, g % pb->heads_kv, j0, j1,
-                          kp + sp->kpack_floats);
+                          kp + sp->kpack_floats, tw);
             }
 #pragma omp for schedule(dynamic)
             for (int64_t it = 0; it < nh * rblocks; it++) {

@@ -39,7 +39,7 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
                 float *kp = base + per_group * (size_t)(g - g0);
                 fa_pack_k(pb, kern, g / pb->heads_kv, g % pb->heads_kv, j0, j1, kp, tw);
                 fa_pack_v(pb, kern, g / pb->heads_kv, g % pb->heads_kv, j0, j1,
-                          kp + plan->kpack_floats);
+                          kp + plan->kpack_floats, tw);
             }
             /* implicit barrier: the pass's panels are complete */
             const int64_t heads = ng * pb->group;

@@ -79,8 +79,8 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
         for (int64_t c = 0; c < dp; c += nr) {
             const int n = (int)(dp - c < nr ? dp - c : nr);
             for (int r = 0; r < m; r += mr)
-                kern->gemm(m - r < mr ? m - r : mr, n, ncols, st + r * bn, bn, vp + j0 * dp + c,
-                           dp, acc + r * dp + c, dp, !first);
+                kern->gemm(m - r < mr ? m - r : mr, n, ncols, st + r * bn, bn,
+                           vp + c * pb->seq_k + j0 * n, n, acc + r * dp + c, dp, !first);
         }
         first = 0;
     }

@@ -19,8 +19,11 @@ static inline const void *fa_row_ptr(const flashattn_tensor *t, int64_t b, int64
 void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
                int64_t j0, int64_t j1, float *dst, float *tmp);
 
-/* Rows [j0, j1) of V as dst[j][head_dim_pad], zero padded past head_dim. */
+/* Rows [j0, j1) of V, zero padded to head_dim_pad, cut into column panels
+ * of nr (the last one narrower): panel c (c a multiple of nr, width
+ * w = min(nr, head_dim_pad - c)) is [seq_k][w] at dst + c * seq_k, so the
+ * P.V tile streams its B operand contiguously. tmp holds head_dim_pad floats. */
 void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
-               int64_t j0, int64_t j1, float *dst);
+               int64_t j0, int64_t j1, float *dst, float *tmp);
 
 #endif
