@@ -138,11 +138,17 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     plan->thread_floats = round_up(bm * d, FA_ALIGN_FLOATS) + round_up(bm * bn, FA_ALIGN_FLOATS) +
                           round_up(bm * dp, FA_ALIGN_FLOATS) + 2 * round_up(bm, FA_ALIGN_FLOATS);
 
-    /* Pack several small groups per pass so short sequences still spread
-     * over the threads, within a byte budget; one group always fits. */
+    /* A pass packs just enough groups to give every thread about 16 work
+     * items (finer items even out causal's unequal ones and the barrier at
+     * the end of each pass), so the workspace holds a few groups' K/V rather
+     * than all of them; never more than the byte budget, always one. */
     size_t group_bytes = (plan->kpack_floats + plan->vpack_floats) * sizeof(float);
     int64_t groups = pb->batch * pb->heads_kv;
-    int64_t per_pass = group_bytes ? (int64_t)(FA_PACK_BUDGET_BYTES / group_bytes) : groups;
+    int64_t items_per_group = pb->group * ((pb->seq_q + plan->block_m - 1) / plan->block_m);
+    if (items_per_group < 1) items_per_group = 1;
+    int64_t per_pass = (16 * (int64_t)plan->threads + items_per_group - 1) / items_per_group;
+    if (group_bytes && per_pass > (int64_t)(FA_PACK_BUDGET_BYTES / group_bytes))
+        per_pass = (int64_t)(FA_PACK_BUDGET_BYTES / group_bytes);
     if (per_pass > groups) per_pass = groups;
     if (per_pass < 1) per_pass = 1;
     plan->groups_per_pass = per_pass;
