@@ -38,23 +38,27 @@ static float lse2(float lse) { return isinf(lse) ? INFINITY : (float)((double)ls
 static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                         int64_t g, float *gbase, int64_t hi, int64_t qb, float *tmp) {
     const fa_problem *f = &pb->f;
-    const int64_t d = f->head_dim, dp = f->head_dim_pad, nr = kern->nr, bm = plan->block_m;
-    const int64_t da = d + 1;
+    const int64_t d = f->head_dim, nr = kern->nr, bm = plan->block_m, sq = f->seq_q;
+    const int64_t da = d + 1, cols = plan->col_panels * nr;
     const int64_t b = g / f->heads_kv, h = g % f->heads_kv * f->group + hi;
-    const int64_t i0 = qb * bm, i1 = i0 + bm < f->seq_q ? i0 + bm : f->seq_q;
-    float *qrow = fa_bwd_head(plan, gbase, hi), *qt = qrow + plan->rows_floats;
-    float *dorow = qt + plan->panels_floats, *dot = dorow + plan->rows_floats;
-    const float *lse = pb->lse + (b * f->heads_q + h) * f->seq_q;
+    const int64_t i0 = qb * bm, i1 = i0 + bm < sq ? i0 + bm : sq;
+    float *qs = fa_bwd_head(plan, gbase, hi), *qt = qs + plan->rows_floats;
+    float *dos = qt + plan->panels_floats, *dot = dos + plan->rows_floats;
+    float *qr = tmp, *dr = tmp + cols, *orow = tmp + 2 * cols;
+    const float *lse = pb->lse + (b * f->heads_q + h) * sq;
 
+    memset(qr + d, 0, (size_t)(cols - d) * sizeof(float));
+    memset(dr + d, 0, (size_t)(cols - d) * sizeof(float));
     for (int64_t i = i0; i < i1; i++) {
-        float *qr = qrow + i * dp, *dr = dorow + i * dp;
         kern->load(qr, fa_row_ptr(f->q, b, i, h), f->q->dtype, d, f->scale_log2);
         kern->load(dr, fa_row_ptr(pb->dout, b, i, h), pb->dout->dtype, d, 1.0f);
-        kern->load(tmp, fa_row_ptr(f->o, b, i, h), f->o->dtype, d, 1.0f);
-        memset(qr + d, 0, (size_t)(dp - d) * sizeof(float));
-        memset(dr + d, 0, (size_t)(dp - d) * sizeof(float));
+        kern->load(orow, fa_row_ptr(f->o, b, i, h), f->o->dtype, d, 1.0f);
+        for (int64_t p = 0; p < plan->col_panels; p++) {
+            memcpy(qs + (p * sq + i) * nr, qr + p * nr, (size_t)nr * sizeof(float));
+            memcpy(dos + (p * sq + i) * nr, dr + p * nr, (size_t)nr * sizeof(float));
+        }
         double D = 0.0;
-        for (int64_t c = 0; c < d; c++) D += (double)dr[c] * tmp[c];
+        for (int64_t c = 0; c < d; c++) D += (double)dr[c] * orow[c];
         float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
         for (int64_t c = 0; c < d; c++) qp[c * nr] = qr[c], dop[c * nr] = dr[c];
         qp[d * nr] = lse2(lse[i]);

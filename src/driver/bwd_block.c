@@ -79,22 +79,33 @@ static void acquire(atomic_int *l) {
         }
 }
 
-/* One block_m x block_n tile: query rows [i0, i1) of one head. dq is the
- * q-block's dQ^T accumulator; lock NULL means it is this item's alone. */
+/* Query rows [i0, i1) of one packed head, and their q-block's dQ^T
+ * accumulator; lock NULL: dq is this item's alone. */
+typedef struct {
+    const float *head;
+    int64_t i0, i1;
+    float *dq;
+    atomic_int *lock;
+} q_tile;
+
+/* One block_m x block_n tile. (Software prefetch of the next tile's
+ * operands, which stream from L3, was tried: no gain measurable here, and
+ * the prefetch loops stalled on fill buffers.) */
 static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
-                 const kv_item *t, const float *head, int64_t i0, int64_t i1, float *dq,
-                 atomic_int *lock) {
+                 const kv_item *t, const q_tile *q) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
     const int64_t da = d + 1;
     const int mr = kern->mr, nr = kern->nr;
     const int keys = (int)(t->j1 - t->j0);
-    const int64_t m = i1 - i0, m16 = round16(m);
-    /* i0 is a multiple of nr (block_m is), so its panel starts at i0 * da. */
-    const float *qrow = head + i0 * dp;
-    const float *qt = head + plan->rows_floats + i0 * da;
-    const float *dorow = head + plan->rows_floats + plan->panels_floats + i0 * dp;
-    const float *dot = head + 2 * plan->rows_floats + plan->panels_floats + i0 * da;
+    const int64_t i0 = q->i0, i1 = q->i1, m = i1 - i0, m16 = round16(m);
+    /* i0 is a multiple of nr (block_m is), so its panel starts at i0 * da;
+     * column slice c of the rows starts at (c / nr) * seq_q * nr. */
+    const int64_t slice = f->seq_q * nr;
+    const int64_t qs_at = 0, qt_at = plan->rows_floats;
+    const int64_t dos_at = plan->rows_floats + plan->panels_floats;
+    const int64_t dot_at = 2 * plan->rows_floats + plan->panels_floats;
+    const float *h = q->head;
     float *st = t->st, *dpt = t->dpt;
 
     /* S^T - lse2 and dP^T - D; query columns past seq_q in the last panel
@@ -102,14 +113,14 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     for (int64_t c = 0; c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->kaug + r * da, da, qt + c * da, nr,
-                       st + r * bm + c, bm, 0);
+            kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->kaug + r * da, da,
+                       h + qt_at + (i0 + c) * da, nr, st + r * bm + c, bm, 0);
     }
     for (int64_t c = 0; c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->vaug + r * da, da, dot + c * da, nr,
-                       dpt + r * bm + c, bm, 0);
+            kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->vaug + r * da, da,
+                       h + dot_at + (i0 + c) * da, nr, dpt + r * bm + c, bm, 0);
     }
     /* Only tiles that cut some query's visible range need the mask. */
     const int full = fa_key_lo(f, i1 - 1) <= t->j0 && fa_key_end(f, i0) >= t->j1;
@@ -126,32 +137,42 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
         for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, m, st + r * bm, bm, dorow + c, dp,
-                       t->dv + r * dp + c, dp, 1);
+            kern->gemm(keys - r < mr ? keys - r : mr, n, m, st + r * bm, bm,
+                       h + dos_at + c / nr * slice + i0 * nr, nr, t->dv + r * dp + c, dp, 1);
     }
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
         for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, m, dpt + r * bm, bm, qrow + c, dp,
-                       t->dk + r * dp + c, dp, 1);
+            kern->gemm(keys - r < mr ? keys - r : mr, n, m, dpt + r * bm, bm,
+                       h + qs_at + c / nr * slice + i0 * nr, nr, t->dk + r * dp + c, dp, 1);
     }
 
     /* dQ^T (+)= K^T dS^T: straight into an accumulator this item owns, or
      * into the thread's tile and then, under the q-block's lock, added to
      * the shared one. */
-    float *dst = lock ? t->dqt : dq;
+    float *dst = q->lock ? t->dqt : q->dq;
     for (int64_t c = 0; c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         for (int64_t r = 0; r < d; r += mr)
             kern->gemm((int)(d - r < mr ? d - r : mr), n, keys, t->kt + r * bn, bn, dpt + c, bm,
-                       dst + r * bm + c, bm, lock == NULL);
+                       dst + r * bm + c, bm, q->lock == NULL);
     }
-    if (lock) {
-        acquire(lock);
+    if (q->lock) {
+        acquire(q->lock);
         for (int64_t r = 0; r < d; r++)
-            for (int64_t c = 0; c < m16; c++) dq[r * bm + c] += dst[r * bm + c];
-        atomic_store_explicit(lock, 0, memory_order_release);
+            for (int64_t c = 0; c < m16; c++) q->dq[r * bm + c] += dst[r * bm + c];
+        atomic_store_explicit(q->lock, 0, memory_order_release);
     }
+}
+
+static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, float *gbase, int slot,
+                      int64_t hi, int64_t qb) {
+    const int64_t i0 = qb * plan->block_m;
+    q_tile q = {fa_bwd_head(plan, gbase, hi), i0,
+                i0 + plan->block_m < f->seq_q ? i0 + plan->block_m : f->seq_q,
+                fa_bwd_slot(plan, f, gbase, slot, hi, qb),
+                plan->shared_dq ? fa_bwd_lock(plan, gbase, hi, qb) : NULL};
+    return q;
 }
 
 void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
@@ -177,14 +198,11 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
     /* The queries that see any of these keys form one range (key bounds grow
      * with the query); rows inside it that see none are masked tile by tile. */
     const int64_t ia = first_row_end_after(f, j0), ie = first_row_lo_at(f, j1);
-    for (int64_t hi = 0; ia < ie && hi < f->group; hi++) {
-        const float *head = fa_bwd_head(plan, gbase, hi);
+    for (int64_t hi = 0; ia < ie && hi < f->group; hi++)
         for (int64_t qb = ia / bm; qb * bm < ie; qb++) {
-            const int64_t i0 = qb * bm, i1 = i0 + bm < f->seq_q ? i0 + bm : f->seq_q;
-            step(pb, plan, kern, &t, head, i0, i1, fa_bwd_slot(plan, f, gbase, slot, hi, qb),
-                 plan->shared_dq ? fa_bwd_lock(plan, gbase, hi, qb) : NULL);
+            const q_tile q = tile_at(plan, f, gbase, slot, hi, qb);
+            step(pb, plan, kern, &t, &q);
         }
-    }
 
     for (int r = 0; r < keys; r++) {
         kern->store((void *)fa_row_ptr(pb->dk, b, j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d,

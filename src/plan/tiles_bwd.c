@@ -86,7 +86,9 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
     plan->kvblocks = (pb->seq_k + plan->block_n - 1) / plan->block_n;
     const size_t panels = ((size_t)pb->seq_q + nr - 1) / nr;
     size_t locks;
-    if (!floats3((size_t)pb->seq_q, dp, 1, &plan->rows_floats) ||
+    plan->col_panels = (pb->head_dim_pad + kern->nr - 1) / kern->nr;
+    const size_t row_cols = (size_t)plan->col_panels * nr;
+    if (!floats3((size_t)pb->seq_q, row_cols, 1, &plan->rows_floats) ||
         !floats3(panels, d + 1, nr, &plan->panels_floats) ||
         !floats3((size_t)plan->qblocks * bm_, d, 1, &plan->slot_floats) ||
         !floats3(group, (size_t)plan->qblocks, 1, &locks))
@@ -128,7 +130,7 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
     plan->t_st = off, off += r16(bn * bm_);
     plan->t_dpt = off, off += r16(bn * bm_);
     plan->t_dqt = off, off += r16(d * bm_);
-    plan->t_row = off, off += r16(dp);
+    plan->t_row = off, off += 3 * r16(row_cols); /* packing: Qs, dO and O rows */
     plan->thread_floats = off;
 
     const int64_t groups = pb->batch * pb->heads_kv;
