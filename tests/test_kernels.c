@@ -5,8 +5,9 @@
  * Pass rules: gemm, row_max, scale, load and store bit-identical to the
  * reference (whole buffers compared, so writes outside the tile or row
  * fail too). gemm_nt: within the bound on two summation orders of the
- * same dot product, and each element bit-identical to the same row pair
- * computed alone (the position rule of kernels.h). exp2_sum: each element within 4 ulp of exp2 of the float
+ * same dot product, each element bit-identical to the same row pair
+ * computed alone (the position rule of kernels.h), nothing outside the
+ * tile written. exp2_sum: each element within 4 ulp of exp2 of the float
  * difference x - m evaluated in double, exactly +0 for -inf and for
  * differences below -150; the sum within (n + 8) ulp of the exact sum of
  * the exact terms (any summation order of n non-negative terms is within
@@ -174,13 +175,17 @@ static void gemm_nt_case(const fa_kernels *kn, int m, int n, int64_t k, int odd,
 /* Every m up to two 4-row tiles and one more, every n up to five 8-column
  * tiles, k around each multiple of 8 and 16 up to 256. Padded strides
  * and misalignment take their four combinations in turn, so every m, every
- * n and every k meets each of them. */
+ * n and every k meets each of them. Then shapes with more rows than a
+ * kernel takes in one pass over B (16 KiB of A rows: 16 at k = 256). */
 static void test_gemm_nt(const fa_kernels *kn, uint64_t *rng) {
     static const int64_t ks[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 64, 127, 128, 255, 256};
+    static const int big[][3] = {{37, 19, 256}, {70, 9, 128}, {13, 33, 1000}, {130, 64, 128}, {33, 8, 4097}};
     int turn = 0;
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
         for (int m = 0; m <= 9; m++)
             for (int n = 0; n <= 40; n++, turn++) gemm_nt_case(kn, m, n, ks[ki], turn & 1, turn >> 1 & 1, rng);
+    for (size_t s = 0; s < sizeof big / sizeof big[0]; s++)
+        gemm_nt_case(kn, big[s][0], big[s][1], big[s][2], 1, 1, rng);
 }
 
 /* ---- rows --------------------------------------------------------------- */

@@ -15,9 +15,9 @@
  * 16 floats of k per step. 4 x 4 is the shape decode needs (m = a GQA
  * group, typically 4 heads): per step 8 loads for 16 FMAs, so the FMA ports
  * bound it and 16 independent chains cover the FMA latency. Fewer rows
- * take more columns (2 x 8, 1 x 8) to keep at least 8 chains in flight.
- * Columns past n repeat the last row of B and are not stored, so edge tiles
- * run the same code as full ones.
+ * take more columns (3 x 4, 2 x 8, 1 x 8) to keep at least 8 chains in
+ * flight. Columns past n repeat the last row of B and are not stored, so
+ * edge tiles run the same code as full ones.
  *
  * The horizontal sums of all accumulators of a tile are done together,
  * like a transpose: each level pairs two vectors, keeping one's lanes with
@@ -49,7 +49,7 @@ static inline __attribute__((always_inline)) __m512 fold(__m512 p, __m512 q, int
                          _mm512_permutex2var_ps(p, idx, q));
 }
 
-/* The tree over v[0..r) (r = 4, 8 or 16): pairing v[i] with v[i + r/2] at
+/* The tree over v[0..r) (r a power of two up to 16): pairing v[i] with v[i + r/2] at
  * each level leaves sources in order, so source s ends in lane s * 16 / r.
  * With fewer than 16 sources the last levels fold a vector with itself:
  * the per-element tree is the same, the result is only spread out. */
@@ -117,24 +117,42 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
     }
 }
 
-static inline __attribute__((always_inline)) void row_block(const int mr, const int nr, int n,
-                                                            int64_t k, const float *a,
-                                                            int64_t lda, const float *b,
-                                                            int64_t ldb, float *c, int64_t ldc) {
-    for (int j = 0; j < n; j += nr)
-        tile(mr, nr, n - j < nr ? n - j : nr, k, a, lda, b + j * ldb, ldb, c + j, ldc);
+/* Tiles of mr rows side by side over nv <= 8 rows of B. */
+static inline __attribute__((always_inline)) void across(const int mr, const int nr, int nv,
+                                                         int64_t k, const float *a, int64_t lda,
+                                                         const float *b, int64_t ldb, float *c,
+                                                         int64_t ldc) {
+    for (int j = 0; j < nv; j += nr)
+        tile(mr, nr, nv - j < nr ? nv - j : nr, k, a, lda, b + j * ldb, ldb, c + j, ldc);
 }
+
+/* Rows of A per pass over B: a pass takes B in strips of 8 rows (4 KiB
+ * at k = 128), each used by every row of the pass while it is in L1, and
+ * 16 KiB of A rows (a third of Ice Lake's L1d, 32 rows at k = 128) stay
+ * in L1 across strips. So B, decode's K rows, is read once per pass, not
+ * once per 4 rows of A, and A is not read from L2 once per strip. */
+#define A_PASS_BYTES (16 << 10)
 
 void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
                        int64_t ldb, float *c, int64_t ldc) {
-    for (int i = 0; i < m; i += 4) {
-        const float *ai = a + i * lda;
-        float *ci = c + i * ldc;
-        switch (m - i) {
-        case 1: row_block(1, 8, n, k, ai, lda, b, ldb, ci, ldc); break;
-        case 2: row_block(2, 8, n, k, ai, lda, b, ldb, ci, ldc); break;
-        case 3: row_block(3, 4, n, k, ai, lda, b, ldb, ci, ldc); break;
-        default: row_block(4, 4, n, k, ai, lda, b, ldb, ci, ldc); break;
+    const int64_t fit = A_PASS_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float)) / 4 * 4;
+    const int pass = fit < 4 ? 4 : fit < m ? (int)fit : m;
+    for (int i0 = 0; i0 < m; i0 += pass) {
+        const int i1 = m - i0 < pass ? m : i0 + pass;
+        for (int j = 0; j < n; j += 8) {
+            const int nv = n - j < 8 ? n - j : 8;
+            /* Passes are whole 4-row tiles, so only the last rows of A
+             * fall into a smaller tile. */
+            for (int i = i0; i < i1; i += 4) {
+                const float *ai = a + i * lda;
+                float *ci = c + i * ldc + j;
+                switch (i1 - i) {
+                case 1: across(1, 8, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
+                case 2: across(2, 8, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
+                case 3: across(3, 4, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
+                default: across(4, 4, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
+                }
+            }
         }
     }
 }
