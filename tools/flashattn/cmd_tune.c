@@ -4,6 +4,7 @@
  * against FP64, workspace), mark the best and the automatic rule's choice,
  * and with --save store the best in the tuning file the library reads.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,8 +111,10 @@ static int save_best(const shape_args *s, const char *isa, const tune_point *bes
     printf("saved %d x %d for (%s, %s, head_dim %lld, %s, %s) in %s\n", e.block_m, e.block_n,
            e.key.cpu, isa, (long long)s->head_dim, shape_dtype_name(s->dtype),
            s->causal ? "causal" : "non-causal", path);
-    if (!getenv("FLASHATTN_TUNE_FILE") || strcmp(getenv("FLASHATTN_TUNE_FILE"), path) != 0)
-        printf("use it with: export FLASHATTN_TUNE_FILE=%s\n", path);
+    const char *env = getenv("FLASHATTN_TUNE_FILE");
+    char full[PATH_MAX];
+    if (!env || strcmp(env, path) != 0)
+        printf("use it with: export FLASHATTN_TUNE_FILE=%s\n", realpath(path, full) ? full : path);
     return 0;
 }
 
