@@ -2,8 +2,8 @@
  * Backward driver. Groups of (batch, kv-head) are processed in passes that
  * fit the planner's budget; each pass has three phases, one barrier apart:
  *
- *   1. pack, per (query head, q-block): Qs and dO as rows and as nr-column
- *      panels of their transposes, with LSE and D = rowsum(dO * O) as the
+ *   1. pack, per (query head, q-block): Q (times scale) and dO as rows, and
+ *      Q (times scale * log2 e) and dO as nr-column panels of transposes, with LSE and D = rowsum(dO * O) as the
  *      panels' extra row; clear the q-block's dQ accumulators and its lock;
  *   2. work items over kv-blocks (bwd_block.c), each owning its dK/dV rows:
  *        deterministic: item = (group, chunk c); chunk c takes kv-blocks
@@ -50,17 +50,21 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
     memset(qr + d, 0, (size_t)(cols - d) * sizeof(float));
     memset(dr + d, 0, (size_t)(cols - d) * sizeof(float));
     for (int64_t i = i0; i < i1; i++) {
-        kern->load(qr, fa_row_ptr(f->q, b, i, h), f->q->dtype, d, f->scale_log2);
+        kern->load(qr, fa_row_ptr(f->q, b, i, h), f->q->dtype, d, 1.0f);
         kern->load(dr, fa_row_ptr(pb->dout, b, i, h), pb->dout->dtype, d, 1.0f);
         kern->load(orow, fa_row_ptr(f->o, b, i, h), f->o->dtype, d, 1.0f);
+        float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
+        /* Q^T in base 2, each element rounded as the forward rounds it (so S
+         * is the forward's S bit for bit); the rows carry the natural scale,
+         * so dK needs no rescaling at the end. */
+        for (int64_t c = 0; c < d; c++) qp[c * nr] = qr[c] * f->scale_log2, dop[c * nr] = dr[c];
+        kern->scale(qr, d, pb->scale);
         for (int64_t p = 0; p < plan->col_panels; p++) {
             memcpy(qs + (p * sq + i) * nr, qr + p * nr, (size_t)nr * sizeof(float));
             memcpy(dos + (p * sq + i) * nr, dr + p * nr, (size_t)nr * sizeof(float));
         }
         double D = 0.0;
         for (int64_t c = 0; c < d; c++) D += (double)dr[c] * orow[c];
-        float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
-        for (int64_t c = 0; c < d; c++) qp[c * nr] = qr[c], dop[c * nr] = dr[c];
         qp[d * nr] = lse2(lse[i]);
         dop[d * nr] = (float)D;
     }

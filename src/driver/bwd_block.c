@@ -13,7 +13,7 @@
  *   dP^T = [V | -1] [dO | D]^T        (dO V^T - D)^T, D = rowsum(dO * O)
  *   dS^T = P^T * dP^T                 elementwise
  *   dV  += P^T dO
- *   dK  += dS^T Qs                    (times ln 2 when stored: Qs carries scale*log2 e)
+ *   dK  += dS^T (Q * scale)
  *   dQ^T += K^T dS^T                  (times scale when stored, by the driver)
  *
  * The packed Qs^T and dO^T panels carry lse2 and D as an extra row, which is
@@ -24,8 +24,6 @@
 
 #include "driver/bwd.h"
 #include "driver/pack.h"
-
-#define FA_LN2 0.69314718055994530942
 
 static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
 
@@ -132,7 +130,7 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
         for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
     }
 
-    /* dV += P^T dO and dK += dS^T Qs: each element one FMA chain over the
+    /* dV += P^T dO and dK += dS^T (Q * scale): each element one FMA chain over the
      * query rows in order, continued across q-blocks and heads. */
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
@@ -205,8 +203,7 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
         }
 
     for (int r = 0; r < keys; r++) {
-        kern->store((void *)fa_row_ptr(pb->dk, b, j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d,
-                    (float)FA_LN2);
+        kern->store((void *)fa_row_ptr(pb->dk, b, j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);
         kern->store((void *)fa_row_ptr(pb->dv, b, j0 + r, hk), pb->dv->dtype, t.dv + r * dp, d, 1.0f);
     }
 }

@@ -27,12 +27,13 @@ typedef struct fa_bwd_plan {
     int64_t groups_per_pass;
 
     /* One query head, in floats, each part 64-byte aligned:
-     *   Qs        [col_panels][seq_q][nr]           Q * scale * log2(e)
-     *   Qs^T      [panels][head_dim + 1][nr]        last row: LSE * log2(e)
+     *   Q rows    [col_panels][seq_q][nr]           Q * scale
+     *   Qs^T      [panels][head_dim + 1][nr]        Q * scale * log2(e); last
+     *                                               row: LSE * log2(e)
      *   dO        [col_panels][seq_q][nr]
      *   dO^T      [panels][head_dim + 1][nr]        last row: D = rowsum(dO * O)
      * where panels = ceil(seq_q / nr) and col_panels = ceil(head_dim_pad / nr):
-     * Qs and dO are the B operands of dK and dV, read nr columns at a time,
+     * Q and dO rows are the B operands of dK and dV, read nr columns at a time,
      * so each nr-column slice of them is contiguous (zero past head_dim):
      * ~5% on the whole backward at d = 128 against [seq_q][head_dim_pad]
      * rows (CPU time, seq 4096, one thread, medians of 10 under load). */

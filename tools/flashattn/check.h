@@ -48,5 +48,6 @@ typedef struct check_section {
 } check_section;
 
 extern const check_section check_section_fwd;
+extern const check_section check_section_bwd;
 
 #endif

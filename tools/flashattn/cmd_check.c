@@ -15,6 +15,7 @@
 
 static const check_section *const sections[] = {
     &check_section_fwd,
+    &check_section_bwd,
 };
 #define N_SECTIONS (int)(sizeof sections / sizeof sections[0])
 
@@ -32,7 +33,10 @@ static void usage(FILE *f) {
     fprintf(f, "\n\nPass rules (as tests/test_forward.c): f32 inputs, max abs error <= 1e-5;\n"
                "adversarial (sigma 10) and f16/bf16 inputs, at most twice the error of plain\n"
                "f32 standard attention on the same inputs; LSE within 1e-5 (f32) / 1e-4\n"
-               "(16-bit) times max(1, sigma^2), and -inf exactly for rows that see no key.\n");
+               "(16-bit) times max(1, sigma^2), and -inf exactly for rows that see no key.\n"
+               "Backward (as tests/test_backward.c): per gradient, max and rms errors each\n"
+               "at most twice those of the plain f32 backward on the same inputs, with floors\n"
+               "relative to the largest sum of |terms| of one element.\n");
 }
 
 int check_report(check_tally *t, const check_result *r) {

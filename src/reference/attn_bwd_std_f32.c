@@ -1,0 +1,89 @@
+/* The plain f32 backward, one query row at a time. */
+#include "reference/attn_bwd_std_f32.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "api/validate.h"
+#include "kernels/ref/half.h"
+#include "reference/attn_f64.h"
+
+static double round_to(float x, flashattn_dtype dt) {
+    if (dt == FLASHATTN_F16) return fa_f16_to_f32(fa_f32_to_f16(x));
+    if (dt == FLASHATTN_BF16) return fa_bf16_to_f32(fa_f32_to_bf16(x));
+    return x;
+}
+
+flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flashattn_tensor *k,
+                                          const flashattn_tensor *v, const flashattn_tensor *o,
+                                          const flashattn_tensor *dout, const float *lse,
+                                          const flashattn_params *user, flashattn_dtype out_dt,
+                                          double *dq, double *dk, double *dv, double terms[3]) {
+    fa_problem pb;
+    flashattn_params p;
+    flashattn_status s = fa_read_params(user, &p);
+    if (s || (s = fa_validate_fwd(q, k, v, o, NULL, &p, &pb))) return s;
+    if (!dout || !lse) return FLASHATTN_ERR_NULL_POINTER;
+    const int64_t d = pb.head_dim;
+    const float scale = p.scale != 0.0f ? p.scale : 1.0f / sqrtf((float)d);
+    const size_t nk = (size_t)(pb.batch * pb.seq_k * pb.heads_kv * d);
+    float *gk = calloc(nk ? nk : 1, sizeof(float)), *gv = calloc(nk ? nk : 1, sizeof(float));
+    float *gq = malloc((size_t)d * sizeof(float));
+    double *tk = calloc(nk ? nk : 1, sizeof(double)), *tv = calloc(nk ? nk : 1, sizeof(double));
+    double *tq = malloc((size_t)d * sizeof(double));
+    if (!gk || !gv || !gq || !tk || !tv || !tq) {
+        free(gk), free(gv), free(gq), free(tk), free(tv), free(tq);
+        return FLASHATTN_ERR_OUT_OF_MEMORY;
+    }
+    terms[0] = terms[1] = terms[2] = 0.0;
+    for (int64_t b = 0; b < pb.batch; b++)
+        for (int64_t h = 0; h < pb.heads_q; h++)
+            for (int64_t i = 0; i < pb.seq_q; i++) {
+                const int64_t hk = h / pb.group, lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
+                const float L = lse[(b * pb.heads_q + h) * pb.seq_q + i];
+                float D = 0.0f;
+                for (int64_t c = 0; c < d; c++)
+                    D += (float)fa_tensor_get(dout, b, i, h, c) * (float)fa_tensor_get(o, b, i, h, c);
+                for (int64_t c = 0; c < d; c++) gq[c] = 0.0f, tq[c] = 0.0;
+                /* LSE = -inf: the row saw no key and contributes nothing */
+                for (int64_t j = lo; j < end && L != -INFINITY; j++) {
+                    float sc = 0.0f, dp = 0.0f;
+                    for (int64_t c = 0; c < d; c++) {
+                        sc += (float)fa_tensor_get(q, b, i, h, c) * (float)fa_tensor_get(k, b, j, hk, c);
+                        dp += (float)fa_tensor_get(dout, b, i, h, c) * (float)fa_tensor_get(v, b, j, hk, c);
+                    }
+                    const float pj = expf(sc * scale - L), ds = pj * (dp - D);
+                    const double t = (double)pj * (fabs(dp) + fabs(D));
+                    const size_t kr = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
+                    for (int64_t c = 0; c < d; c++) {
+                        const double qc = fa_tensor_get(q, b, i, h, c), kc = fa_tensor_get(k, b, j, hk, c);
+                        const double oc = fa_tensor_get(dout, b, i, h, c);
+                        gq[c] += ds * (float)kc;
+                        gk[kr + c] += ds * (float)qc;
+                        gv[kr + c] += pj * (float)oc;
+                        tq[c] += t * fabs(kc);
+                        tk[kr + c] += t * fabs(qc);
+                        tv[kr + c] += pj * fabs(oc);
+                    }
+                }
+                double *qr = dq + ((b * pb.seq_q + i) * pb.heads_q + h) * d;
+                for (int64_t c = 0; c < d; c++) {
+                    qr[c] = round_to(gq[c] * scale, out_dt);
+                    terms[0] = fmax(terms[0], tq[c] * scale);
+                }
+            }
+    for (size_t x = 0; x < nk; x++) {
+        dk[x] = round_to(gk[x] * scale, out_dt), dv[x] = round_to(gv[x], out_dt);
+        terms[1] = fmax(terms[1], tk[x] * scale), terms[2] = fmax(terms[2], tv[x]);
+    }
+    free(gk), free(gv), free(gq), free(tk), free(tv), free(tq);
+    return FLASHATTN_OK;
+}
+
+fa_bwd_bounds fa_bwd_pass_bounds(flashattn_dtype out_dt, double plain_max, double plain_rms,
+                                 double terms) {
+    fa_bwd_bounds b;
+    b.rms_bound = fmax(2.0 * plain_rms, 1e-6 * terms);
+    b.max_bound = fmax(2.0 * plain_max, (out_dt == FLASHATTN_F32 ? 1e-5 : 1e-6) * terms);
+    return b;
+}
