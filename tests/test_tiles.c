@@ -40,6 +40,7 @@ static void test_rule_invariants(void) {
                         const int mr = kern[c][0], nr = kern[c][1];
                         int bm1, bn1, bm, bn;
                         fa_tile_query q = query(seqs[a], dims[b], mr, nr, l1s[e], l2s[g], 1);
+                        q.mask_edges = (int)((a + b + g) % 3), q.mean_keys = (double)seqs[a] / 2;
                         fa_tile_rule(&q, &bm1, &bn1);
                         TT_CHECK(bn1 >= nr && bn1 % nr == 0 && bn1 <= FA_MAX_BLOCK &&
                                      bn1 <= (seqs[a] + nr - 1) / nr * nr,
@@ -56,6 +57,68 @@ static void test_rule_invariants(void) {
                                      bm, t, bm1);
                         }
                     }
+}
+
+/* The rule's outputs for representative cases, worked out by hand from the
+ * footprint model: this machine's caches (Ice Lake server: 48 KiB L1d,
+ * 1.25 MiB L2) with the AVX-512 (12 x 32) and portable (4 x 16) kernels, a
+ * client core (32 KiB, 256 KiB, which unknown caches also assume), and
+ * causal and sliding-window masks. */
+static void test_rule_values(void) {
+    static const struct {
+        int64_t seq, d, l1, l2;
+        int mr, nr, edges;
+        double mean_keys;
+        int bm, bn;
+        const char *why;
+    } cases[] = {
+        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 96, 256,
+         "P.V 32+12 KiB <= L1d, K/V 256 KiB <= L2/4; Q + K panel in L1d: 60 rows, raised to 96"},
+        {4096, 64, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 156, 256, "(48 KiB - 8 KiB panel) / 256 B: 160 rows"},
+        {4096, 32, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 252, 256, "L1d allows 352 rows: capped at 256"},
+        {4096, 256, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 96, 128, "K/V at 256 keys is 512 KiB > L2/4"},
+        {4096, 128, 48 << 10, 1280 << 10, 4, 16, 0, 4096, 96, 256, "512 keys: K/V 512 KiB > L2/4; L1d: 80 rows"},
+        {4096, 128, 32 << 10, 256 << 10, 12, 32, 0, 4096, 48, 64, "client core: 1288 bm + 64 KiB <= L2/2"},
+        {4096, 128, 0, 0, 12, 32, 0, 4096, 48, 64, "unknown caches: the client core's"},
+        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 1, 2048.5, 96, 128, "causal: 96 + 128 <= 0.16 x 2048.5"},
+        {2048, 128, 48 << 10, 1280 << 10, 12, 32, 1, 1024.5, 96, 64, "causal: block_n down to 64"},
+        {1024, 64, 48 << 10, 1280 << 10, 12, 32, 1, 512.5, 48, 64, "causal: down to the floors 4 MR, 2 NR"},
+        {4096, 64, 48 << 10, 1280 << 10, 12, 32, 1, 2048.5, 156, 128, "causal: block_n first, 156 + 128 <= 327.8"},
+        {8192, 128, 48 << 10, 1280 << 10, 12, 32, 1, 4096.5, 96, 256, "causal, long: no shrinking"},
+        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 2, 256, 48, 64, "window of 256 keys, two edges"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int bm, bn;
+        fa_tile_query q = query(cases[i].seq, cases[i].d, cases[i].mr, cases[i].nr, cases[i].l1, cases[i].l2, 2);
+        q.mask_edges = cases[i].edges, q.mean_keys = cases[i].mean_keys;
+        fa_tile_rule(&q, &bm, &bn);
+        TT_CHECK(bm == cases[i].bm && bn == cases[i].bn, "case %zu (%s): %d x %d, expected %d x %d", i,
+                 cases[i].why, bm, bn, cases[i].bm, cases[i].bn);
+    }
+}
+
+/* The library's view of the mask: edges and mean keys per row. */
+static void test_query_of(void) {
+    static char dummy[16];
+    const fa_kernels *kern = fa_kernels_by_name("scalar");
+    flashattn_tensor t = flashattn_tensor_bshd(dummy, FLASHATTN_F32, 1, 1000, 2, 64);
+    flashattn_params p = flashattn_params_default();
+    fa_problem pb;
+    fa_tile_query q;
+    fa_validate_fwd(&t, &t, &t, &t, NULL, &p, &pb);
+    fa_tile_query_of(&pb, kern, 3, &q);
+    TT_CHECK(q.mask_edges == 0 && q.mean_keys == 1000 && q.threads == 3 && q.mr == kern->mr,
+             "no mask: edges %d mean %g", q.mask_edges, q.mean_keys);
+    p.causal = 1;
+    fa_validate_fwd(&t, &t, &t, &t, NULL, &p, &pb);
+    fa_tile_query_of(&pb, kern, 3, &q);
+    TT_CHECK(q.mask_edges == 1 && q.mean_keys == 500.5, "causal: edges %d mean %g", q.mask_edges, q.mean_keys);
+    p.causal = 0, p.window_left = 10, p.window_right = 5;
+    fa_validate_fwd(&t, &t, &t, &t, NULL, &p, &pb);
+    fa_tile_query_of(&pb, kern, 3, &q);
+    /* 16 keys for most rows, fewer at the two ends */
+    TT_CHECK(q.mask_edges == 2 && q.mean_keys < 16 && q.mean_keys > 15.8, "window: edges %d mean %g",
+             q.mask_edges, q.mean_keys);
 }
 
 /* Fewer rows than threads x 4 work items: block_m shrinks, not below MR. */
@@ -375,6 +438,8 @@ int main(void) {
     char dir[] = "/tmp/fa_test_tiles_XXXXXX";
     unsetenv("FLASHATTN_BLOCK_M"), unsetenv("FLASHATTN_BLOCK_N"), unsetenv("FLASHATTN_TUNE_FILE");
     test_rule_invariants();
+    test_rule_values();
+    test_query_of();
     test_short_sequences();
     test_parse();
     TT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");

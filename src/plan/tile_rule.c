@@ -21,12 +21,28 @@
  * (row max, rescaling the accumulator, one GEMM call per register tile).
  * It depends on the caches, head_dim and seq_k only, never on threads.
  *
- * block_m: the largest multiple of MR up to 256 whose per-thread tiles fit
- * half of L2. Each q-block streams all its K/V rows from L3 or memory once,
- * so more rows per block means fewer passes; a multiple of MR keeps every
- * register tile full. Then fa_tile_fit_threads lowers it until every
- * thread has 4 work items (batch x heads x q-blocks), so short sequences
- * still use every core: the source documents' dynamic choice by length.
+ * block_m: a multiple of MR (every register tile full), as large as lets
+ * the Q tile and one K panel share L1d: the Q.K^T step sweeps the whole Q
+ * tile once per K panel, and from L1 those sweeps cost nothing. It is kept
+ * at 96 rows or more all the same: each q-block streams all the K/V rows it
+ * sees from L3 or memory, block_m / 2 FLOP per byte of that stream, and 96
+ * rows keep it near 50 FLOP/byte, the balance point this machine measured
+ * with its memory shared by other work (`flashattn plan`). At most 256
+ * rows, and the per-thread tiles must fit half of L2.
+ *
+ * Masks: a kv-block that a mask edge cuts is computed in full and masked
+ * element-wise. Along one edge a q-block wastes on average about
+ * block_m x (block_m + block_n) / 2 scores, against block_m x mean_keys
+ * useful ones, so the extra work is edges x (block_m + block_n) /
+ * (2 mean_keys): 21% for 180 + 256 at causal seq 2048 (measured: 15-25%
+ * slower than 96 x 64). While it exceeds FA_TILE_MASK_WASTE, block_n is
+ * halved (down to 2 NR: a K/V step of at least two panels), then block_m
+ * lowered (down to 4 MR: a K panel serves at least four register tiles).
+ * It depends on the problem, never on threads.
+ *
+ * Finally fa_tile_fit_threads lowers block_m until every thread has 4
+ * work items (batch x heads x q-blocks), so short sequences still use
+ * every core: the source documents' dynamic choice by length.
  */
 #include "plan/tile_rule.h"
 
@@ -69,12 +85,26 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
     }
     const int64_t kneed = round_up(q->seq_k > 0 ? q->seq_k : 1, q->nr);
     if (kneed < bn) bn = (int)kneed;
+    const int64_t row = q->head_dim * q->elem_bytes, panel = q->nr * row;
+    int64_t cap = (l1 - panel) / row / q->mr * q->mr;
+    const int64_t floor_m = (FA_TILE_MIN_ROWS + q->mr - 1) / q->mr * q->mr;
+    if (cap < floor_m) cap = floor_m;
+    if (cap > 256) cap = 256 / q->mr * q->mr;
     int bm = q->mr;
-    for (int c = 256 / q->mr * q->mr; c >= q->mr; c -= q->mr) {
+    for (int c = (int)cap; c >= q->mr; c -= q->mr) {
         fa_tile_footprint_of(q, c, bn, &f);
         if (f.tiles <= l2 / 2) {
             bm = c;
             break;
+        }
+    }
+    if (q->mask_edges > 0 && q->mean_keys > 0) {
+        const double budget = 2.0 * FA_TILE_MASK_WASTE * q->mean_keys / q->mask_edges;
+        while (bm + bn > budget && bn / 2 >= 2 * q->nr && bn / 2 % q->nr == 0) bn /= 2;
+        if (bm + bn > budget) {
+            int fit = (int)((budget - bn) / q->mr) * q->mr;
+            if (fit < 4 * q->mr) fit = 4 * q->mr;
+            if (fit < bm) bm = fit;
         }
     }
     *block_n = bn;

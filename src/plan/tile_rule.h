@@ -11,6 +11,9 @@
 
 typedef struct fa_tile_query {
     int64_t batch, heads_q, seq_q, seq_k, head_dim;
+    int mask_edges;               /* edges of a row's key range the mask cuts inside the
+                                   * keys: 0 none, 1 causal, 2 sliding window */
+    double mean_keys;             /* keys a row sees, on average (seq_k without a mask) */
     int elem_bytes;               /* bytes per element of the packed Q, K, V tiles */
     int mr, nr;                   /* the kernel's register tile */
     int64_t l1d_bytes, l2_bytes;  /* per core; 0: unknown */
@@ -33,7 +36,7 @@ typedef struct fa_tile_footprint {
 void fa_tile_footprint_of(const fa_tile_query *q, int block_m, int block_n, fa_tile_footprint *f);
 
 /* The automatic choice: block_n a multiple of q->nr, independent of
- * q->threads; block_m >= 1. */
+ * q->threads; block_m a multiple of q->mr. */
 void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n);
 
 /* block_m lowered (in steps of mr, never below mr) until every thread has
@@ -43,5 +46,13 @@ int fa_tile_fit_threads(const fa_tile_query *q, int block_m);
 /* Caches the rule assumes when detection found none. */
 #define FA_TILE_DEFAULT_L1D ((int64_t)32 << 10)
 #define FA_TILE_DEFAULT_L2 ((int64_t)256 << 10)
+
+/* Fewest rows the rule gives a q-block before masks and thread counts
+ * have their say (see tile_rule.c). */
+#define FA_TILE_MIN_ROWS 96
+
+/* Largest share of extra work a mask's diagonal tiles may add (see
+ * tile_rule.c) before the rule shrinks the tiles. */
+#define FA_TILE_MASK_WASTE 0.08
 
 #endif

@@ -87,6 +87,20 @@ static void tuned_tiles(const fa_problem *pb, const flashattn_params *p, const f
     }
 }
 
+void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads, fa_tile_query *q) {
+    const fa_cpu_caches *cc = fa_cpu_caches_get();
+    double keys = 0.0;
+    for (int64_t i = 0; i < pb->seq_q; i++) keys += (double)(fa_key_end(pb, i) - fa_key_lo(pb, i));
+    *q = (fa_tile_query){
+        .batch = pb->batch, .heads_q = pb->heads_q, .seq_q = pb->seq_q, .seq_k = pb->seq_k,
+        .head_dim = pb->head_dim, .mask_edges = (pb->left >= 0) + (pb->right >= 0),
+        .mean_keys = pb->seq_q > 0 ? keys / (double)pb->seq_q : 0.0,
+        .elem_bytes = (int)sizeof(float), /* the kernels widen every dtype to f32 */
+        .mr = kern->mr, .nr = kern->nr, .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes,
+        .threads = threads,
+    };
+}
+
 static flashattn_status choose_tiles(const fa_problem *pb, const flashattn_params *p,
                                      const fa_kernels *kern, fa_fwd_plan *plan) {
     flashattn_status s;
@@ -98,13 +112,8 @@ static flashattn_status choose_tiles(const fa_problem *pb, const flashattn_param
     if ((p->block_m == 0 && env_m == 0) || (p->block_n == 0 && env_n == 0))
         tuned_tiles(pb, p, kern, &tune_m, &tune_n);
 
-    const fa_cpu_caches *cc = fa_cpu_caches_get();
-    const fa_tile_query q = {
-        .batch = pb->batch, .heads_q = pb->heads_q, .seq_q = pb->seq_q, .seq_k = pb->seq_k,
-        .head_dim = pb->head_dim, .elem_bytes = (int)sizeof(float), /* kernels widen to f32 */
-        .mr = kern->mr, .nr = kern->nr, .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes,
-        .threads = plan->threads,
-    };
+    fa_tile_query q;
+    fa_tile_query_of(pb, kern, plan->threads, &q);
     fa_tile_rule(&q, &rule_m, &rule_n);
     /* A tuned block_n shrinks to the keys there are (as the rule's does),
      * a tuned block_m to the work there is: a file entry measured on long

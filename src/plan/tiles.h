@@ -15,6 +15,7 @@
 
 #include "driver/problem.h"
 #include "kernels/kernels.h"
+#include "plan/tile_rule.h"
 
 typedef struct fa_fwd_plan {
     int block_m;            /* query rows per work item */
@@ -33,6 +34,11 @@ typedef struct fa_fwd_plan {
  * workspace size does not fit in size_t. */
 flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
                              const fa_kernels *kern, fa_fwd_plan *plan);
+
+/* The automatic rule's view of a problem (plan/tile_rule.h): sizes, the
+ * mask's edges and the mean keys per row, kern's register tile, the
+ * detected caches. The tools use it to show the rule's choice. */
+void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads, fa_tile_query *q);
 
 /* Whether a tile the user gave (`what` names where: "params.block_n",
  * "FLASHATTN_BLOCK_N", "--block-n") can run on kern: >= 1, <= FA_MAX_BLOCK,

@@ -253,10 +253,9 @@ static int plan_cpu(const plan_opts *o) {
            (long long)(cc->l3_bytes >> 10), cc->source);
     print_report(&r);
 
-    const fa_tile_query tq = {.batch = s->batch, .heads_q = s->heads, .seq_q = s->seq, .seq_k = s->seq,
-                              .head_dim = s->head_dim, .elem_bytes = 4, .mr = kern->mr, .nr = kern->nr,
-                              .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes, .threads = threads};
+    fa_tile_query tq;
     fa_tile_footprint fp;
+    fa_tile_query_of(&pb, kern, threads, &tq);
     fa_tile_footprint_of(&tq, plan.block_m, plan.block_n, &fp);
     const double l1 = (double)(cc->l1d_bytes > 0 ? cc->l1d_bytes : FA_TILE_DEFAULT_L1D);
     char a[32];

@@ -13,12 +13,13 @@
 #include <omp.h>
 #endif
 
+#include "api/validate.h"
 #include "cli.h"
 #include "dispatch/isa.h"
 #include "peak.h"
 #include "placement.h"
 #include "plan/cpu_caches.h"
-#include "plan/tile_rule.h"
+#include "plan/tiles.h"
 #include "plan/tune_file.h"
 #include "shape_args.h"
 #include "tune_sweep.h"
@@ -188,13 +189,21 @@ int cmd_tune(int argc, char **argv) {
     static tune_point pts[MAX_POINTS];
     int n = build_grid(&s, kern->nr, pts);
 
+    /* The rule's choice, from the same view of the problem the library
+     * takes (planning reads no data, but descriptors need a pointer). */
+    static char dummy[64];
     const fa_cpu_caches *cc = fa_cpu_caches_get();
-    const fa_tile_query q = {
-        .batch = s.batch, .heads_q = s.heads, .seq_q = s.seq, .seq_k = s.seq,
-        .head_dim = s.head_dim, .elem_bytes = 4, .mr = kern->mr, .nr = kern->nr,
-        .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes, .threads = threads,
-    };
+    flashattn_tensor shape = flashattn_tensor_bshd(dummy, s.dtype, s.batch, s.seq, s.heads, s.head_dim);
+    flashattn_params p = flashattn_params_default();
+    fa_problem pb;
+    fa_tile_query q;
     int rule_m, rule_n;
+    p.causal = s.causal;
+    if (fa_validate_fwd(&shape, &shape, &shape, &shape, NULL, &p, &pb) != FLASHATTN_OK) {
+        fprintf(stderr, "flashattn tune: %s\n", flashattn_last_error());
+        return 2;
+    }
+    fa_tile_query_of(&pb, kern, threads, &q);
     fa_tile_rule(&q, &rule_m, &rule_n);
     if (!s.n_block_m && !s.n_block_n) n = add_point(pts, n, rule_m, rule_n);
     for (int i = 0; i < n; i++) pts[i].is_auto = pts[i].block_m == rule_m && pts[i].block_n == rule_n;
