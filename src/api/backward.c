@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "api/status.h"
+#include "api/workspace.h"
 #include "api/validate.h"
 #include "dispatch/isa.h"
 #include "driver/bwd.h"
@@ -49,16 +50,9 @@ flashattn_status fa_bwd_ex(const flashattn_tensor *q, const flashattn_tensor *k,
     flashattn_status s = prepare(q, k, v, o, dout, lse, dq, dk, dv, p, kern, &pb, &plan);
     if (s) return s;
     if (pb.f.batch == 0) return FLASHATTN_OK;
-    void *owned = NULL;
-    if (!workspace) {
-        workspace = owned = malloc(plan.workspace_bytes);
-        if (!owned)
-            return fa_fail(FLASHATTN_ERR_OUT_OF_MEMORY, "could not allocate %zu workspace bytes",
-                           plan.workspace_bytes);
-    } else if (workspace_bytes < plan.workspace_bytes) {
-        return fa_fail(FLASHATTN_ERR_WORKSPACE_TOO_SMALL, "workspace has %zu bytes, needs %zu",
-                       workspace_bytes, plan.workspace_bytes);
-    }
+    void *owned;
+    if ((s = fa_workspace_get(workspace, workspace_bytes, plan.workspace_bytes, &workspace, &owned)))
+        return s;
     fa_bwd_run(&pb, &plan, kern, workspace);
     free(owned);
     return FLASHATTN_OK;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/status.h"
+#include "api/workspace.h"
 #include "api/validate.h"
 #include "dispatch/isa.h"
 #include "driver/decode.h"
@@ -54,16 +55,9 @@ flashattn_status fa_decode_ex(const flashattn_tensor *q, const flashattn_kv_cach
     flashattn_status s = prepare(q, cache, k_new, v_new, o, lse, p, kern, &dp, &plan);
     if (s) return s;
     if (dp.base.batch == 0 || (dp.base.seq_q == 0 && dp.seq_new == 0)) return FLASHATTN_OK;
-    void *owned = NULL;
-    if (!workspace) {
-        workspace = owned = malloc(plan.workspace_bytes);
-        if (!owned)
-            return fa_fail(FLASHATTN_ERR_OUT_OF_MEMORY, "could not allocate %zu workspace bytes",
-                           plan.workspace_bytes);
-    } else if (workspace_bytes < plan.workspace_bytes) {
-        return fa_fail(FLASHATTN_ERR_WORKSPACE_TOO_SMALL, "workspace has %zu bytes, needs %zu",
-                       workspace_bytes, plan.workspace_bytes);
-    }
+    void *owned;
+    if ((s = fa_workspace_get(workspace, workspace_bytes, plan.workspace_bytes, &workspace, &owned)))
+        return s;
     fa_decode_run(&dp, &plan, kern, workspace);
     free(owned);
     return FLASHATTN_OK;
