@@ -1,8 +1,8 @@
 /*
  * One head at seq 65536: the workspace the library asks for is O(seq), far
  * below the seq^2 floats standard attention needs, and the call runs (with
- * a sliding window, so the run stays short; the workspace does not depend on
- * the window) and matches the FP64 reference on sampled rows.
+ * a sliding window, so the run stays short; its workspace is O(seq) too) and
+ * matches the FP64 reference on sampled rows.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -36,7 +36,9 @@ int main(void) {
     win.window_left = 64;
     size_t ws_win = 0;
     TT_CHECK(flashattn_fwd_workspace_size(&q.t, &k.t, &v.t, &o.t, lse, &win, &ws_win) == 0, "query");
-    TT_CHECK(ws_win == ws_full, "workspace depends on the window: %zu vs %zu", ws_win, ws_full);
+    /* the mask may change the tiles (tile_rule.c), never the order of the size */
+    TT_CHECK(ws_win < (size_t)(4 * S * D * sizeof(float)) + ((size_t)16 << 20),
+             "windowed workspace %zu is not O(seq)", ws_win);
     flashattn_status s = flashattn_fwd(&q.t, &k.t, &v.t, &o.t, lse, &win, NULL, 0);
     TT_CHECK(s == FLASHATTN_OK, "run: %s", flashattn_last_error());
 
