@@ -31,14 +31,19 @@
  * rows, and the per-thread tiles must fit half of L2.
  *
  * Masks: a kv-block that a mask edge cuts is computed in full and masked
- * element-wise. Along one edge a q-block wastes on average about
- * block_m x (block_m + block_n) / 2 scores, against block_m x mean_keys
- * useful ones, so the extra work is edges x (block_m + block_n) /
- * (2 mean_keys): 21% for 180 + 256 at causal seq 2048 (measured: 15-25%
- * slower than 96 x 64). While it exceeds FA_TILE_MASK_WASTE, block_n is
- * halved (down to 2 NR: a K/V step of at least two panels), then block_m
- * lowered (down to 4 MR: a K panel serves at least four register tiles).
- * It depends on the problem, never on threads.
+ * element-wise. Along one edge each row of a q-block computes on average
+ * block_m / 2 keys past the edge, plus the rounding of the q-block's last
+ * diagonal up to a kv-block boundary, (block_n - gcd(block_m, block_n)) / 2
+ * on average; against mean_keys useful ones. When the unmasked choice
+ * wastes more than FA_TILE_MASK_WASTE that way, the rule takes a square
+ * tile t x t instead: with block_m a multiple of block_n, every q-block's
+ * diagonal ends on a kv-block boundary and nothing is rounded, so the
+ * waste is t / 2 per row and edge. t is the largest multiple of lcm(MR,
+ * NR) (whole register tiles, whole K panels; 96 for 12 x 32) within the
+ * waste budget whose P.V step fits L1d and whose tiles fit half of L2, and
+ * at least one such multiple. Measured at causal seq 4096 (d = 64 and 128,
+ * 8 rounds each): 192 x 192 and 128 x 128 fastest, 96 x 128 9% and
+ * 156 x 128 15% slower. It depends on the problem, never on threads.
  *
  * Finally fa_tile_fit_threads lowers block_m until every thread has 4
  * work items (batch x heads x q-blocks), so short sequences still use
@@ -47,6 +52,13 @@
 #include "plan/tile_rule.h"
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+/* Extra work along the mask's edges, as a share of the useful work. */
+static double mask_waste(const fa_tile_query *q, int bm, int bn) {
+    return q->mask_edges * (double)(bm + bn - gcd(bm, bn)) / (2.0 * q->mean_keys);
+}
 
 void fa_tile_footprint_of(const fa_tile_query *q, int block_m, int block_n, fa_tile_footprint *f) {
     const int64_t e = q->elem_bytes, d = q->head_dim, dp = round_up(d, 16);
@@ -75,7 +87,7 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
     const int64_t l2 = q->l2_bytes > 0 ? q->l2_bytes : FA_TILE_DEFAULT_L2;
     fa_tile_footprint f;
     int bn = q->nr;
-    for (int c = 512; c >= q->nr; c /= 2) {
+    for (int c = FA_MAX_TILE_RULE; c >= q->nr; c /= 2) {
         if (c % q->nr) continue;
         fa_tile_footprint_of(q, q->mr, c, &f);
         if (f.pv_step <= l1 && f.k_block + f.v_block <= l2 / 4) {
@@ -98,14 +110,17 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
             break;
         }
     }
-    if (q->mask_edges > 0 && q->mean_keys > 0) {
-        const double budget = 2.0 * FA_TILE_MASK_WASTE * q->mean_keys / q->mask_edges;
-        while (bm + bn > budget && bn / 2 >= 2 * q->nr && bn / 2 % q->nr == 0) bn /= 2;
-        if (bm + bn > budget) {
-            int fit = (int)((budget - bn) / q->mr) * q->mr;
-            if (fit < 4 * q->mr) fit = 4 * q->mr;
-            if (fit < bm) bm = fit;
+    if (q->mask_edges > 0 && q->mean_keys > 0 && mask_waste(q, bm, bn) > FA_TILE_MASK_WASTE) {
+        const int64_t step = q->mr / gcd(q->mr, q->nr) * q->nr; /* whole register tiles and panels */
+        int64_t t = (int64_t)(2.0 * FA_TILE_MASK_WASTE * q->mean_keys / q->mask_edges) / step * step;
+        if (t > FA_MAX_TILE_RULE) t = FA_MAX_TILE_RULE / step * step;
+        for (; t > step; t -= step) {
+            fa_tile_footprint_of(q, (int)t, (int)t, &f);
+            if (f.pv_step <= l1 && f.tiles <= l2 / 2) break;
         }
+        if (t < step) t = step;
+        bm = (int)t;
+        bn = (int)(t < kneed ? t : kneed);
     }
     *block_n = bn;
     *block_m = fa_tile_fit_threads(q, bm);

@@ -53,6 +53,9 @@ int fa_tile_fit_threads(const fa_tile_query *q, int block_m);
 
 /* Largest share of extra work a mask's diagonal tiles may add (see
  * tile_rule.c) before the rule shrinks the tiles. */
-#define FA_TILE_MASK_WASTE 0.08
+#define FA_TILE_MASK_WASTE 0.05
+
+/* Largest tile side the rule gives. */
+#define FA_MAX_TILE_RULE 512
 
 #endif

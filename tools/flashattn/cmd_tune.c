@@ -45,8 +45,10 @@ static void usage(FILE *f) {
             "  --sigma S        Q and K drawn from N(0, S^2) (default 1; larger S: peakier\n"
             "                   softmax rows, the hard case for the online softmax)\n"
             "  --reps R         timed rounds over every point, best kept (default 2)\n"
-            "  --confirm C      extra rounds over the 3 fastest points and the automatic\n"
-            "                   one, in alternation, before comparing them (default 3)\n"
+            "  --confirm C      the 3 fastest points and the automatic one are then timed\n"
+            "                   afresh in C alternating rounds (marked c), and the best is\n"
+            "                   the fastest of them: the sweep's own minimum is biased low\n"
+            "                   (default 3; 0: the sweep's minimum)\n"
             "  --save           store the best tiles in the tuning file (keyed by CPU model,\n"
             "                   ISA, head_dim, dtype, causal); forward calls with automatic\n"
             "                   tiles use them when FLASHATTN_TUNE_FILE names that file\n"
@@ -222,15 +224,17 @@ int cmd_tune(int argc, char **argv) {
 
     tune_info info;
     if (tune_sweep(&s, out_dtype, sigma, reps, confirm, pts, n, &info)) return 1;
-    printf("ms, cpu ms: best of %d rounds (+%d for the points marked c); max err: max |O - FP64| over\n"
-           "%d sampled rows of each of %lld heads; ", reps, confirm, info.sampled_rows,
+    printf("ms, cpu ms: best of %d rounds (points marked c: of %d fresh rounds); max err: max |O - FP64|\n"
+           "over %d sampled rows of each of %lld heads; ", reps, confirm, info.sampled_rows,
            (long long)(s.batch * s.heads));
     printf("O in %s; Q, K ~ N(0, %g^2); plain f32 standard attention on the same rows: %.2e\n\n",
            shape_dtype_name(out_dtype), sigma, info.plain_err);
 
     int best = -1, rule = -1;
+    /* With confirmation rounds, the best is the fastest of the re-timed. */
     for (int i = 0; i < n; i++) {
-        if (pts[i].ms >= 0 && (best < 0 || pts[i].ms < pts[best].ms)) best = i;
+        if (pts[i].ms >= 0 && (!confirm || pts[i].confirmed) && (best < 0 || pts[i].ms < pts[best].ms))
+            best = i;
         if (pts[i].block_m == rule_m && pts[i].block_n == rule_n) rule = i;
     }
     printf("block_m  block_n         ms     cpu ms   GFLOP/s  %% peak    max err   workspace\n");

@@ -4,9 +4,10 @@
  * in their tiles. The repetitions are rounds over all points, and each
  * point keeps its best round: on a shared machine a burst of other work
  * then slows one round of every point rather than every round of a few.
- * The minimum over many noisy points is biased low, so the three fastest
- * and the automatic choice then run more rounds, in alternation, before
- * they are compared.
+ * The minimum over many noisy points is biased low (the fastest point is
+ * partly the luckiest), so the sweep only screens: the three fastest and
+ * the automatic choice are then timed afresh, in alternating rounds, and
+ * their times come from those rounds alone.
  * Beside wall time, each point records the process's CPU time divided by
  * the threads: time the threads were preempted does not count there (time
  * they spun waiting for each other does), so it is the steadier figure
@@ -126,7 +127,10 @@ static void pick_contenders(tune_point *pts, int n) {
             if (pts[i].ms >= 0 && !pts[i].confirmed && (best < 0 || pts[i].ms < pts[best].ms)) best = i;
         if (best >= 0) pts[best].confirmed = 1;
     }
-    for (int i = 0; i < n; i++) pts[i].confirmed |= pts[i].is_auto && pts[i].ms >= 0;
+    for (int i = 0; i < n; i++) {
+        pts[i].confirmed |= pts[i].is_auto && pts[i].ms >= 0;
+        if (pts[i].confirmed) pts[i].ms = pts[i].cpu_ms = -1.0;
+    }
 }
 
 int tune_sweep(const shape_args *s, flashattn_dtype out_dtype, double sigma, int reps, int confirm,
@@ -162,7 +166,7 @@ int tune_sweep(const shape_args *s, flashattn_dtype out_dtype, double sigma, int
     }
     if (!(ws = malloc(ws_max ? ws_max : 1))) goto done;
     for (int round = 0, warm = 0; round < reps + confirm; round++) {
-        if (round == reps) pick_contenders(pts, n);
+        if (round == reps && confirm > 0) pick_contenders(pts, n);
         for (int i = 0; i < n; i++) {
             if (pts[i].status || (round >= reps && !pts[i].confirmed)) continue;
             if (!warm++) {

@@ -20,7 +20,7 @@ typedef struct {
     flashattn_status status;
     char why[160];      /* the library's message when status != OK */
     int is_auto;        /* the automatic rule's choice: always re-timed */
-    int confirmed;      /* re-timed in the confirmation rounds */
+    int confirmed;      /* timed afresh in the confirmation rounds */
 } tune_point;
 
 typedef struct {
@@ -30,9 +30,10 @@ typedef struct {
 } tune_info;
 
 /* Time every point on s->threads threads, with Q, K, V in s->dtype and O
- * in out_dtype, inputs drawn from N(0, sigma^2), `reps` rounds; then `confirm` more rounds over the three
- * fastest points and the automatic one. Returns 0, or -1 after printing
- * why (no memory). */
+ * in out_dtype, inputs drawn from N(0, sigma^2), `reps` rounds; then time
+ * the three fastest points and the automatic one afresh in `confirm`
+ * rounds (their ms and cpu_ms then come from those rounds only). Returns
+ * 0, or -1 after printing why (no memory). */
 int tune_sweep(const shape_args *s, flashattn_dtype out_dtype, double sigma, int reps, int confirm,
                tune_point *pts, int n, tune_info *info);
 
