@@ -26,9 +26,11 @@
  * tile once per K panel, and from L1 those sweeps cost nothing. It is kept
  * at 96 rows or more all the same: each q-block streams all the K/V rows it
  * sees from L3 or memory, block_m / 2 FLOP per byte of that stream, and 96
- * rows keep it near 50 FLOP/byte, the balance point this machine measured
- * with its memory shared by other work (`flashattn plan`). At most 256
- * rows, and the per-thread tiles must fit half of L2.
+ * rows keep it at 48 FLOP/byte, three times the balance of an Ice Lake
+ * server core pair's FP32 peak and memory bandwidth (338 GFLOP/s against
+ * 21 GB/s, `flashattn peak`), so it stays hidden when other work takes
+ * most of the bandwidth. At most 256 rows, and the per-thread tiles must
+ * fit half of L2.
  *
  * Masks: a kv-block that a mask edge cuts is computed in full and masked
  * element-wise. Along one edge each row of a q-block computes on average
