@@ -307,6 +307,39 @@ static void exp2_sum_case(const fa_kernels *kn, float *x, int64_t n, int mis, ui
     free(t);
 }
 
+/* The grain rule of exp2_sum (kernels.h): trailing -inf elements past a
+ * multiple of FA_EXP2_SUM_GRAIN change neither the sum nor the kept
+ * elements, bit for bit, and become +0. Every table, the portable one
+ * included: the forward leaves masked columns out on all of them. */
+static void test_exp2_sum_grain(const fa_kernels *kn, uint64_t *rng) {
+    const int64_t maxn = 8 * FA_EXP2_SUM_GRAIN + 200;
+    float *x = alloc_floats(maxn + 1), *y = alloc_floats(maxn + 1);
+    for (int64_t keep = 0; keep <= 8 * FA_EXP2_SUM_GRAIN; keep += FA_EXP2_SUM_GRAIN)
+        for (int64_t extra = 0; extra <= 200; extra += extra < 70 ? 1 : 13)
+            for (int off = 0; off < 2; off++) {
+                const int64_t n = keep + extra;
+                float *xs = x + off, *ys = y + off;
+                for (int64_t i = 0; i < keep; i++) {
+                    xs[i] = (float)(30.0 * tt_rand_normal(rng));
+                    if (tt_rand_u64(rng) % 9 == 0) xs[i] = -INFINITY;
+                }
+                for (int64_t i = keep; i < n; i++) xs[i] = -INFINITY;
+                const float m = keep ? fa_row_max_ref(xs, keep) : 0.0f;
+                const float mm = m == -INFINITY ? 0.0f : m;
+                memcpy(ys, xs, (size_t)keep * sizeof(float));
+                const float s_all = kn->exp2_sum(xs, n, mm), s_kept = kn->exp2_sum(ys, keep, mm);
+                int64_t bad = first_diff(xs, ys, keep, sizeof(float));
+                for (int64_t i = keep; i < n && bad < 0; i++)
+                    if (fa_f32_bits(xs[i]) != 0u) bad = i;
+                TT_CHECK(fa_f32_bits(s_all) == fa_f32_bits(s_kept) && bad < 0,
+                         "[%s] exp2_sum grain: n=%lld against its first %lld (then -inf), offset %d: "
+                         "sums %a and %a, first differing element %lld",
+                         kn->isa, (long long)n, (long long)keep, off, s_all, s_kept, (long long)bad);
+            }
+    free(x);
+    free(y);
+}
+
 /* exp2 over 2^20 floats spread evenly over the bit patterns of [-160, 0]:
  * every binade, the subnormal range and the underflow edge. */
 static void test_exp2_dense(const fa_kernels *kn) {
@@ -414,6 +447,8 @@ int main(void) {
     int nt = tt_isas(tables, 4), tested = 0;
     for (int t = 0; t < nt; t++) {
         const fa_kernels *kn = tables[t];
+        uint64_t grng = 7;
+        test_exp2_sum_grain(kn, &grng);
         if (kn == &fa_kernels_scalar) continue; /* it is the reference */
         uint64_t rng = 20240601;
         printf("%s: tile %d x %d\n", kn->isa, kn->mr, kn->nr);

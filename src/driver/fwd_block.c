@@ -24,6 +24,17 @@ static void mask_row(float *s, int64_t j0, int64_t n, int64_t lo, int64_t end) {
     for (int64_t j = end - j0 > 0 ? end - j0 : 0; j < n; j++) s[j] = -INFINITY;
 }
 
+/* Columns of the kv-block [j0, j1) that query rows [s0, s1) compute: 0
+ * when no row sees the block, else up to the last row's end rounded up to
+ * FA_EXP2_SUM_GRAIN (key ranges move right with the row). */
+static int64_t strip_cols(const fa_problem *pb, int64_t s0, int64_t s1, int64_t j0, int64_t j1) {
+    const int64_t s_end = fa_key_end(pb, s1 - 1);
+    if (s_end <= j0 || fa_key_lo(pb, s0) >= j1) return 0;
+    if (s_end >= j1) return j1 - j0;
+    const int64_t g = FA_EXP2_SUM_GRAIN, need = (s_end - j0 + g - 1) / g * g;
+    return need < j1 - j0 ? need : j1 - j0;
+}
+
 void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
                   int64_t b, int64_t h, int64_t i0, int64_t i1, const float *kp,
                   const float *vp, float *tw) {
@@ -43,46 +54,72 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
         ls[r] = 0.0f;
     }
 
+    /* Under masks each strip of mr rows (one register tile) visits only
+     * the kv-blocks its rows see, and in a block only the columns up to
+     * its last row's end, rounded up to FA_EXP2_SUM_GRAIN: the columns
+     * left out are -inf for every row of the strip, which add exact zeros
+     * to the row sums (kernels.h), nothing to the row max, and nothing to
+     * P V (acc starts at +0 and is never -0). A row's result therefore
+     * depends only on block_n, never on block_m or on its strip. */
     const int64_t j_lo = fa_key_lo(pb, i0), j_end = fa_key_end(pb, i1 - 1);
-    int first = 1;
     for (int64_t j0 = j_lo / bn * bn; j0 < j_end; j0 += bn) {
         const int64_t j1 = j0 + bn < pb->seq_k ? j0 + bn : pb->seq_k;
-        const int64_t ncols = j1 - j0, ncols16 = (int64_t)round16((size_t)ncols);
-        /* S = Q K^T over whole nr-key panels; zero-padded keys give S = 0
-         * in columns past ncols, which nothing below reads. */
-        for (int64_t c = 0; c < ncols16; c += nr) {
-            const int n = (int)(ncols16 - c < nr ? ncols16 - c : nr);
+        int64_t ncols_max = 0;
+        for (int r0 = 0; r0 < m; r0 += mr) {
+            const int64_t nc = strip_cols(pb, i0 + r0, i0 + r0 + (m - r0 < mr ? m - r0 : mr), j0, j1);
+            if (nc > ncols_max) ncols_max = nc;
+        }
+        /* S = Q K^T over whole nr-key panels, each panel for the strips
+         * that need it; zero-padded keys give S = 0 in columns past a
+         * strip's count, which nothing below reads. */
+        for (int64_t c = 0; c < ncols_max; c += nr) {
             const float *panel = kp + (j0 + c) / nr * nr * d;
-            for (int r = 0; r < m; r += mr)
-                kern->gemm(m - r < mr ? m - r : mr, n, d, qt + r * d, d, panel, nr,
-                           st + r * bn + c, bn, 0);
-        }
-        /* Only blocks that cut some row's visible range need the mask. */
-        const int full = fa_key_lo(pb, i1 - 1) <= j0 && fa_key_end(pb, i0) >= j1;
-        for (int r = 0; r < m; r++) {
-            float *row = st + r * bn;
-            if (!full) mask_row(row, j0, ncols, fa_key_lo(pb, i0 + r), fa_key_end(pb, i0 + r));
-            const float bmax = kern->row_max(row, ncols);
-            const float mnew = bmax > mx[r] ? bmax : mx[r];
-            if (mnew == -INFINITY) {
-                /* Nothing visible to this row yet: P = 0, and keep m = -inf
-                 * (exp2(-inf - -inf) would be NaN). */
-                memset(row, 0, (size_t)ncols * sizeof(float));
-                continue;
+            for (int r0 = 0; r0 < m; r0 += mr) {
+                const int mm = m - r0 < mr ? m - r0 : mr;
+                const int64_t nc16 = (int64_t)round16((size_t)strip_cols(pb, i0 + r0, i0 + r0 + mm, j0, j1));
+                if (c >= nc16) continue;
+                const int n = (int)(nc16 - c < nr ? nc16 - c : nr);
+                kern->gemm(mm, n, d, qt + r0 * d, d, panel, nr, st + r0 * bn + c, bn, 0);
             }
-            const float alpha = exp2f(mx[r] - mnew); /* 0 when m was -inf */
-            ls[r] = ls[r] * alpha + kern->exp2_sum(row, ncols, mnew);
-            if (!first && alpha != 1.0f) kern->scale(acc + r * dp, dp, alpha);
-            mx[r] = mnew;
         }
-        /* acc (+)= P V; the first block overwrites, so acc needs no clearing. */
+        for (int r0 = 0; r0 < m; r0 += mr) {
+            const int mm = m - r0 < mr ? m - r0 : mr;
+            const int64_t ncols = strip_cols(pb, i0 + r0, i0 + r0 + mm, j0, j1);
+            if (!ncols) continue;
+            /* The strip's first block overwrites acc, so acc needs no clearing. */
+            const int first = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
+            /* Only blocks that cut some row's visible range need the mask. */
+            const int full = fa_key_lo(pb, i0 + r0 + mm - 1) <= j0 && fa_key_end(pb, i0 + r0) >= j0 + ncols;
+            for (int r = r0; r < r0 + mm; r++) {
+                float *row = st + r * bn;
+                if (!full)
+                    mask_row(row, j0, ncols, fa_key_lo(pb, i0 + r), fa_key_end(pb, i0 + r));
+                const float bmax = kern->row_max(row, ncols);
+                const float mnew = bmax > mx[r] ? bmax : mx[r];
+                if (mnew == -INFINITY) {
+                    /* Nothing visible to this row yet: P = 0, and keep
+                     * m = -inf (exp2(-inf - -inf) would be NaN). */
+                    memset(row, 0, (size_t)ncols * sizeof(float));
+                    continue;
+                }
+                const float alpha = exp2f(mx[r] - mnew); /* 0 when m was -inf */
+                ls[r] = ls[r] * alpha + kern->exp2_sum(row, ncols, mnew);
+                if (!first && alpha != 1.0f) kern->scale(acc + r * dp, dp, alpha);
+                mx[r] = mnew;
+            }
+        }
+        /* acc (+)= P V, each strip over its own columns. */
         for (int64_t c = 0; c < dp; c += nr) {
             const int n = (int)(dp - c < nr ? dp - c : nr);
-            for (int r = 0; r < m; r += mr)
-                kern->gemm(m - r < mr ? m - r : mr, n, ncols, st + r * bn, bn,
-                           vp + c * pb->seq_k + j0 * n, n, acc + r * dp + c, dp, !first);
+            for (int r0 = 0; r0 < m; r0 += mr) {
+                const int mm = m - r0 < mr ? m - r0 : mr;
+                const int64_t ncols = strip_cols(pb, i0 + r0, i0 + r0 + mm, j0, j1);
+                if (!ncols) continue;
+                const int first = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
+                kern->gemm(mm, n, ncols, st + r0 * bn, bn,
+                           vp + c * pb->seq_k + j0 * n, n, acc + r0 * dp + c, dp, !first);
+            }
         }
-        first = 0;
     }
 
     for (int r = 0; r < m; r++) {

@@ -37,6 +37,9 @@
 /* Widths the driver pads to: n of every GEMM call is a multiple of it. */
 #define FA_COL_ALIGN 16
 
+/* exp2_sum's grouping grain: see exp2_sum below. */
+#define FA_EXP2_SUM_GRAIN 32
+
 typedef struct fa_kernels {
     const char *isa; /* "scalar", "avx2", "avx512" */
     int mr;          /* max rows of a GEMM call */
@@ -52,7 +55,13 @@ typedef struct fa_kernels {
      * Contract: m is finite, x[i] <= m or x[i] = -INFINITY (which gives 0).
      * Relative error of each term at most 4 ulp of float. The backward
      * passes x[i] = S - LSE with m = 0, which rounding can put a few ulp
-     * above 0: that must stay accurate too (tests/test_backward.c checks). */
+     * above 0: that must stay accurate too (tests/test_backward.c checks).
+     * Trailing -INFINITY elements are exact no-ops at the grain: when
+     * x[n'..n) are all -INFINITY and n' is a multiple of FA_EXP2_SUM_GRAIN,
+     * the sum and x[0..n') are bit for bit those of exp2_sum(x, n', m)
+     * (so the grouping of the sum over x[0..n') may depend on n' only
+     * through whole grains). The forward relies on it to leave out masked
+     * columns without changing a result (tests/test_kernels.c checks). */
     float (*exp2_sum)(float *x, int64_t n, float m);
 
     /* x[i] *= a */
