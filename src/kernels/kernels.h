@@ -73,16 +73,29 @@ typedef struct fa_kernels {
     /* dst[i] = round_to_dtype(src[i] * mul), round to nearest even. */
     void (*store)(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
 
-    /* C[m x n] = A[m x k] . B^T, B given as n rows of k floats (row stride
-     * ldb): decode's S = Q K^T straight from K rows, with no [k][nr] panel
-     * to pack. Any m, n >= 0, k >= 0 (C = 0), any strides and alignment;
-     * C is overwritten, never read. The order of each sum over k is the
-     * kernel's own (SIMD lanes, then a reduction), so results agree with
-     * the portable kernel to rounding, not bit for bit; but an element
-     * depends only on its row of A and its row of B, never on m, n or its
-     * place in C. */
-    void (*gemm_nt)(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
-                    int64_t ldb, float *c, int64_t ldc);
+    /* C[m x n] = A[m x k] . B^T, B given as n rows of k elements of dtype
+     * bt (row stride ldb elements): decode's S = Q K^T straight from the
+     * cache's K rows, with no [k][nr] panel to pack and no f32 copy (f16
+     * and bf16 widen to f32 exactly, so the result is the f32 call's on the
+     * widened rows, bit for bit). Any m, n >= 0, k >= 0 (C = 0), any strides
+     * and alignment; C is overwritten, never read. The order of each sum
+     * over k is the kernel's own (SIMD lanes, then a reduction), so results
+     * agree with the portable kernel to rounding, not bit for bit; but an
+     * element depends only on its row of A and its row of B, never on m, n
+     * or its place in C. */
+    void (*gemm_nt)(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
+                    flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc);
+
+    /* C[m x n] (=, +=) A[m x k] . B[k x n], B given as k rows of n elements
+     * of dtype bt (row stride ldb elements): decode's acc += P V straight
+     * from the cache's V rows. Any m, n, k >= 0, any strides and alignment.
+     * Each element of C is gemm's FMA chain over k in increasing order
+     * (from +0, or from C when accumulating) on the widened elements, so it
+     * is bit-identical to the portable gemm on an f32 copy of B, whatever
+     * m, n, k or its place in C; and a sum split over consecutive calls
+     * (the later ones accumulating) equals the sum in one call. */
+    void (*gemm_rows)(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
+                      flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate);
 } fa_kernels;
 
 /* Tables defined by each ISA's files. SIMD tables exist only when the

@@ -15,9 +15,8 @@
  *     Q          rows * d
  *     S/P        rows * bn
  *     acc        rows * dp
- *     K/V rows   heads_per_item * bn * dp   one step of cache rows widened
- *                                           to f32, K then V: ~256 KiB, in L2
- *     addresses  3 * bn                     this step's K and V rows, next K
+ * K and V are read by the kernels straight from the cache (no f32 copy);
+ * one step of an item reads heads_per_item * bn rows of K and of V.
  *
  * The workspace never depends on the seqlens values (only on capacity),
  * so one workspace serves a whole generation.
@@ -36,7 +35,7 @@
 
 #define FA_ALIGN_FLOATS 16
 #define FA_DECODE_KEYS 64                /* keys per step by default */
-#define FA_DECODE_KV_BYTES (256u << 10)  /* one step's f32 K/V rows of an item */
+#define FA_DECODE_KV_BYTES (256u << 10)  /* one step's K/V rows of an item, as f32 */
 #define FA_DECODE_ROWS 128               /* most rows per item by default */
 #define FA_DECODE_SPLIT_KEYS 512         /* fewest keys of capacity per split */
 
@@ -104,11 +103,9 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
 
     /* rows <= max(FA_DECODE_ROWS, group) * FA_MAX_BLOCK, heads <= 2^16:
      * no overflow in 64-bit size_t here. */
-    const size_t rows = (size_t)plan->rows, nh = (size_t)plan->heads_per_item;
+    const size_t rows = (size_t)plan->rows;
     plan->thread_floats = round_up(rows * d, FA_ALIGN_FLOATS) + round_up(rows * bn, FA_ALIGN_FLOATS) +
-                          round_up(rows * dpad, FA_ALIGN_FLOATS) +
-                          round_up(nh * bn * dpad, FA_ALIGN_FLOATS) + 2 * round_up(rows, FA_ALIGN_FLOATS) +
-                          round_up(3 * bn * sizeof(const char *) / sizeof(float), FA_ALIGN_FLOATS);
+                          round_up(rows * dpad, FA_ALIGN_FLOATS) + 2 * round_up(rows, FA_ALIGN_FLOATS);
 
     plan->part_floats = plan->part_lse_floats = 0;
     if (plan->num_splits > 1) {

@@ -22,6 +22,7 @@
 #include <immintrin.h>
 
 #include "kernels/avx2/avx2.h"
+#include "kernels/avx2/widen_avx2.h"
 
 /* fold_W(p, q) works on groups of W lanes, each group one source vector's
  * partial sums: it adds partners W/2 apart, leaving per group p's W/2 new
@@ -54,43 +55,44 @@ static inline __m256 reduce8(const __m256 *v) {
  * masked step loads 0 on both sides in the lanes past k; adding the exact
  * 0 product leaves the partial sum as it is (it starts at +0 and so is
  * never -0). */
-static inline __attribute__((always_inline)) void step(const int mr, const int nr, __m256 *acc,
+static inline __attribute__((always_inline)) void step(const int mr, const int nr,
+                                                       flashattn_dtype bt, __m256 *acc,
                                                        const float *const *ar,
-                                                       const float *const *br, int64_t p,
-                                                       int masked, __m256i live) {
+                                                       const char *const *br, int64_t p,
+                                                       int64_t left) {
+    const int masked = left < 8;
     __m256 av[4];
 #pragma GCC unroll 4
     for (int i = 0; i < mr; i++)
-        av[i] = masked ? _mm256_maskload_ps(ar[i] + p, live) : _mm256_loadu_ps(ar[i] + p);
+        av[i] = masked ? fa256_widen_n(FLASHATTN_F32, ar[i] + p, left) : _mm256_loadu_ps(ar[i] + p);
 #pragma GCC unroll 8
     for (int j = 0; j < nr; j++) {
-        const __m256 bv = masked ? _mm256_maskload_ps(br[j] + p, live) : _mm256_loadu_ps(br[j] + p);
+        const char *bp = br[j] + p * fa_dtype_bytes(bt);
+        const __m256 bv = masked ? fa256_widen_n(bt, bp, left) : fa256_widen(bt, bp);
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) acc[i * nr + j] = _mm256_fmadd_ps(av[i], bv, acc[i * nr + j]);
     }
 }
 
-/* C[mr x nv] for rows a.. of A and rows b.. of B, nv <= nr. mr, nr are
- * literals at every call site, so loops unroll and acc[] stays in ymm. */
-static inline __attribute__((always_inline)) void tile(const int mr, const int nr, int nv,
-                                                       int64_t k, const float *a, int64_t lda,
-                                                       const float *b, int64_t ldb, float *c,
+/* C[mr x nv] for rows a.. of A and rows b.. of B, nv <= nr. mr, nr, bt
+ * are literals at every call site, so loops unroll and acc[] stays in ymm. */
+static inline __attribute__((always_inline)) void tile(const int mr, const int nr,
+                                                       flashattn_dtype bt, int nv, int64_t k,
+                                                       const float *a, int64_t lda,
+                                                       const char *b, int64_t ldb, float *c,
                                                        int64_t ldc) {
-    const float *ar[4], *br[8];
+    const float *ar[4];
+    const char *br[8];
 #pragma GCC unroll 4
     for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
 #pragma GCC unroll 8
-    for (int j = 0; j < nr; j++) br[j] = b + (j < nv ? j : nv - 1) * ldb;
+    for (int j = 0; j < nr; j++) br[j] = b + (j < nv ? j : nv - 1) * ldb * fa_dtype_bytes(bt);
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int s = 0; s < 8; s++) acc[s] = _mm256_setzero_ps();
     int64_t p = 0;
-    for (; p + 8 <= k; p += 8) step(mr, nr, acc, ar, br, p, 0, _mm256_setzero_si256());
-    if (p < k) {
-        const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(k - p)),
-                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        step(mr, nr, acc, ar, br, p, 1, live);
-    }
+    for (; p + 8 <= k; p += 8) step(mr, nr, bt, acc, ar, br, p, 8);
+    if (p < k) step(mr, nr, bt, acc, ar, br, p, k - p);
 
     /* Three rows reduce as four (a copy of the third): every tile reduces
      * 8 vectors with the same tree. */
@@ -104,12 +106,14 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
 }
 
 /* Tiles of mr rows side by side over nv <= 8 rows of B. */
-static inline __attribute__((always_inline)) void across(const int mr, const int nr, int nv,
-                                                         int64_t k, const float *a, int64_t lda,
-                                                         const float *b, int64_t ldb, float *c,
+static inline __attribute__((always_inline)) void across(const int mr, const int nr,
+                                                         flashattn_dtype bt, int nv, int64_t k,
+                                                         const float *a, int64_t lda,
+                                                         const char *b, int64_t ldb, float *c,
                                                          int64_t ldc) {
     for (int j = 0; j < nv; j += nr)
-        tile(mr, nr, nv - j < nr ? nv - j : nr, k, a, lda, b + j * ldb, ldb, c + j, ldc);
+        tile(mr, nr, bt, nv - j < nr ? nv - j : nr, k, a, lda,
+             b + j * ldb * fa_dtype_bytes(bt), ldb, c + j, ldc);
 }
 
 /* Rows of A per pass over B: a pass takes B in strips of 8 rows (4 KiB
@@ -119,26 +123,40 @@ static inline __attribute__((always_inline)) void across(const int mr, const int
  * once per 4 rows of A, and A is not read from L2 once per strip. */
 #define A_PASS_BYTES (16 << 10)
 
-void fa_gemm_nt_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
-                     int64_t ldb, float *c, int64_t ldc) {
+static inline __attribute__((always_inline)) void gemm_nt(flashattn_dtype bt, int m, int n,
+                                                          int64_t k, const float *a, int64_t lda,
+                                                          const char *b, int64_t ldb, float *c,
+                                                          int64_t ldc) {
     const int64_t fit = A_PASS_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float)) / 4 * 4;
     const int pass = fit < 4 ? 4 : fit < m ? (int)fit : m;
+    const int64_t es = fa_dtype_bytes(bt);
     for (int i0 = 0; i0 < m; i0 += pass) {
         const int i1 = m - i0 < pass ? m : i0 + pass;
         for (int j = 0; j < n; j += 8) {
             const int nv = n - j < 8 ? n - j : 8;
+            const char *bj = b + j * ldb * es;
             /* Passes are whole 4-row tiles, so only the last rows of A
              * fall into a smaller tile. */
             for (int i = i0; i < i1; i += 4) {
                 const float *ai = a + i * lda;
                 float *ci = c + i * ldc + j;
                 switch (i1 - i) {
-                case 1: across(1, 8, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
-                case 2: across(2, 4, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
-                case 3: across(3, 2, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
-                default: across(4, 2, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
+                case 1: across(1, 8, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
+                case 2: across(2, 4, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
+                case 3: across(3, 2, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
+                default: across(4, 2, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
                 }
             }
         }
+    }
+}
+
+void fa_gemm_nt_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
+                     flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc) {
+    switch (bt) {
+    case FLASHATTN_F32: gemm_nt(FLASHATTN_F32, m, n, k, a, lda, b, ldb, c, ldc); break;
+    case FLASHATTN_F16: gemm_nt(FLASHATTN_F16, m, n, k, a, lda, b, ldb, c, ldc); break;
+    case FLASHATTN_BF16: gemm_nt(FLASHATTN_BF16, m, n, k, a, lda, b, ldb, c, ldc); break;
+    default: break;
     }
 }

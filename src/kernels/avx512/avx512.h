@@ -15,7 +15,9 @@ float fa_exp2_sum_avx512(float *x, int64_t n, float m);
 void fa_scale_avx512(float *x, int64_t n, float a);
 void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
 void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
-void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
-                       int64_t ldb, float *c, int64_t ldc);
+void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
+                       flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc);
+void fa_gemm_rows_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
+                         flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate);
 
 #endif

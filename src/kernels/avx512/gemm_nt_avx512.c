@@ -28,6 +28,7 @@
 #include <immintrin.h>
 
 #include "kernels/avx512/avx512.h"
+#include "kernels/avx512/widen_avx512.h"
 
 /* Level v of the tree works on groups of W = 16 >> v lanes, each group one
  * source vector's partial sums. fold(p, q) keeps p's lanes in the lower
@@ -68,16 +69,17 @@ static inline __attribute__((always_inline)) __m512 reduce(__m512 *v, const int 
 /* One step of 16 (or, masked, fewer) floats of k for the whole tile.
  * Masked-off lanes load 0 on both sides; adding the exact 0 product leaves
  * the partial sum as it is (it starts at +0 and so is never -0). */
-static inline __attribute__((always_inline)) void step(const int mr, const int nr, __m512 *acc,
+static inline __attribute__((always_inline)) void step(const int mr, const int nr,
+                                                       flashattn_dtype bt, __m512 *acc,
                                                        const float *const *ar,
-                                                       const float *const *br, int64_t p,
+                                                       const char *const *br, int64_t p,
                                                        __mmask16 live) {
     __m512 av[4];
 #pragma GCC unroll 4
     for (int i = 0; i < mr; i++) av[i] = _mm512_maskz_loadu_ps(live, ar[i] + p);
 #pragma GCC unroll 8
     for (int j = 0; j < nr; j++) {
-        const __m512 bv = _mm512_maskz_loadu_ps(live, br[j] + p);
+        const __m512 bv = fa512_widen(bt, br[j] + p * fa_dtype_bytes(bt), live);
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) acc[i * nr + j] = _mm512_fmadd_ps(av[i], bv, acc[i * nr + j]);
     }
@@ -85,21 +87,23 @@ static inline __attribute__((always_inline)) void step(const int mr, const int n
 
 /* C[mr x nv] for rows a.. of A and rows b.. of B, nv <= nr. mr, nr are
  * literals at every call site, so loops unroll and acc[] stays in zmm. */
-static inline __attribute__((always_inline)) void tile(const int mr, const int nr, int nv,
-                                                       int64_t k, const float *a, int64_t lda,
-                                                       const float *b, int64_t ldb, float *c,
+static inline __attribute__((always_inline)) void tile(const int mr, const int nr,
+                                                       flashattn_dtype bt, int nv, int64_t k,
+                                                       const float *a, int64_t lda,
+                                                       const char *b, int64_t ldb, float *c,
                                                        int64_t ldc) {
-    const float *ar[4], *br[8];
+    const float *ar[4];
+    const char *br[8];
 #pragma GCC unroll 4
     for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
 #pragma GCC unroll 8
-    for (int j = 0; j < nr; j++) br[j] = b + (j < nv ? j : nv - 1) * ldb;
+    for (int j = 0; j < nr; j++) br[j] = b + (j < nv ? j : nv - 1) * ldb * fa_dtype_bytes(bt);
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int s = 0; s < mr * nr; s++) acc[s] = _mm512_setzero_ps();
     int64_t p = 0;
-    for (; p + 16 <= k; p += 16) step(mr, nr, acc, ar, br, p, (__mmask16)0xffff);
-    if (p < k) step(mr, nr, acc, ar, br, p, (__mmask16)((1u << (k - p)) - 1u));
+    for (; p + 16 <= k; p += 16) step(mr, nr, bt, acc, ar, br, p, (__mmask16)0xffff);
+    if (p < k) step(mr, nr, bt, acc, ar, br, p, (__mmask16)((1u << (k - p)) - 1u));
 
     /* Three rows reduce as four (a copy of the third), so that every tile
      * reduces 8 or 16 vectors with the same tree. */
@@ -118,12 +122,14 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
 }
 
 /* Tiles of mr rows side by side over nv <= 8 rows of B. */
-static inline __attribute__((always_inline)) void across(const int mr, const int nr, int nv,
-                                                         int64_t k, const float *a, int64_t lda,
-                                                         const float *b, int64_t ldb, float *c,
+static inline __attribute__((always_inline)) void across(const int mr, const int nr,
+                                                         flashattn_dtype bt, int nv, int64_t k,
+                                                         const float *a, int64_t lda,
+                                                         const char *b, int64_t ldb, float *c,
                                                          int64_t ldc) {
     for (int j = 0; j < nv; j += nr)
-        tile(mr, nr, nv - j < nr ? nv - j : nr, k, a, lda, b + j * ldb, ldb, c + j, ldc);
+        tile(mr, nr, bt, nv - j < nr ? nv - j : nr, k, a, lda,
+             b + j * ldb * fa_dtype_bytes(bt), ldb, c + j, ldc);
 }
 
 /* Rows of A per pass over B: a pass takes B in strips of 8 rows (4 KiB
@@ -133,26 +139,40 @@ static inline __attribute__((always_inline)) void across(const int mr, const int
  * once per 4 rows of A, and A is not read from L2 once per strip. */
 #define A_PASS_BYTES (16 << 10)
 
-void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
-                       int64_t ldb, float *c, int64_t ldc) {
+static inline __attribute__((always_inline)) void gemm_nt(flashattn_dtype bt, int m, int n,
+                                                          int64_t k, const float *a, int64_t lda,
+                                                          const char *b, int64_t ldb, float *c,
+                                                          int64_t ldc) {
     const int64_t fit = A_PASS_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float)) / 4 * 4;
     const int pass = fit < 4 ? 4 : fit < m ? (int)fit : m;
+    const int64_t es = fa_dtype_bytes(bt);
     for (int i0 = 0; i0 < m; i0 += pass) {
         const int i1 = m - i0 < pass ? m : i0 + pass;
         for (int j = 0; j < n; j += 8) {
             const int nv = n - j < 8 ? n - j : 8;
+            const char *bj = b + j * ldb * es;
             /* Passes are whole 4-row tiles, so only the last rows of A
              * fall into a smaller tile. */
             for (int i = i0; i < i1; i += 4) {
                 const float *ai = a + i * lda;
                 float *ci = c + i * ldc + j;
                 switch (i1 - i) {
-                case 1: across(1, 8, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
-                case 2: across(2, 8, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
-                case 3: across(3, 4, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
-                default: across(4, 4, nv, k, ai, lda, b + j * ldb, ldb, ci, ldc); break;
+                case 1: across(1, 8, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
+                case 2: across(2, 8, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
+                case 3: across(3, 4, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
+                default: across(4, 4, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
                 }
             }
         }
+    }
+}
+
+void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
+                       flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc) {
+    switch (bt) {
+    case FLASHATTN_F32: gemm_nt(FLASHATTN_F32, m, n, k, a, lda, b, ldb, c, ldc); break;
+    case FLASHATTN_F16: gemm_nt(FLASHATTN_F16, m, n, k, a, lda, b, ldb, c, ldc); break;
+    case FLASHATTN_BF16: gemm_nt(FLASHATTN_BF16, m, n, k, a, lda, b, ldb, c, ldc); break;
+    default: break;
     }
 }

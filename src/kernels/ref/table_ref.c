@@ -12,4 +12,5 @@ const fa_kernels fa_kernels_scalar = {
     .load = fa_load_ref,
     .store = fa_store_ref,
     .gemm_nt = fa_gemm_nt_ref,
+    .gemm_rows = fa_gemm_rows_ref,
 };
