@@ -442,6 +442,48 @@ static void test_convert(const fa_kernels *kn, uint64_t *rng) {
     free(s);
 }
 
+/* The transposing copy, bit for bit against the portable one over the
+ * whole destination (so nothing outside the block may be written): rows
+ * and columns 0..40 and the head dims, every dtype, destination strides
+ * the driver uses and odd ones, odd source strides, misaligned pointers;
+ * sources with random floats, NaNs and every 16-bit pattern. */
+static void test_transpose(const fa_kernels *kn, uint64_t *rng) {
+    const int64_t maxr = 40, maxc = 256, lds_max = maxc + 3, ldd_max = 64 + 5;
+    const int64_t ns = maxr * lds_max + 8, nd = maxc * ldd_max + 8;
+    float *src = alloc_floats(ns), *x = alloc_floats(nd), *y = alloc_floats(nd);
+    uint16_t *h = malloc((size_t)ns * sizeof(uint16_t));
+    for (int64_t i = 0; i < ns; i++) {
+        src[i] = rand_float(rng);
+        h[i] = (uint16_t)tt_rand_u64(rng);
+    }
+    src[5] = fa_bits_f32(0x7fc00001u);
+    src[77] = fa_bits_f32(0xff800000u);
+    static const int64_t colsv[] = {0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 40, 64, 80, 96, 128, 256};
+    static const int64_t lddv[] = {16, 32, 33, 64 + 5};
+    for (int rows = 0; rows <= maxr; rows++)
+        for (size_t ci = 0; ci < sizeof colsv / sizeof colsv[0]; ci++)
+            for (size_t li = 0; li < sizeof lddv / sizeof lddv[0]; li++)
+                for (int dt = 0; dt < 3; dt++) {
+                    const int64_t cols = colsv[ci], ldd = lddv[li];
+                    if (ldd < rows) continue;
+                    const int mis = (rows + (int)ci) % 3 == 0;
+                    const int64_t lds = cols + (rows % 4);
+                    const void *s = dt == FLASHATTN_F32 ? (const void *)(src + mis) : (const void *)(h + mis);
+                    for (int64_t i = 0; i < nd; i++) x[i] = y[i] = fa_bits_f32(0x7fc0dead);
+                    fa_transpose_ref(y + mis, ldd, s, lds, (flashattn_dtype)dt, rows, cols);
+                    kn->transpose(x + mis, ldd, s, lds, (flashattn_dtype)dt, rows, cols);
+                    const int64_t at = first_diff(x, y, nd, sizeof(float));
+                    TT_CHECK(at < 0, "[%s] transpose %s rows=%d cols=%lld lds=%lld ldd=%lld misaligned=%d: "
+                             "first difference at %lld",
+                             kn->isa, dt_names[dt], rows, (long long)cols, (long long)lds, (long long)ldd,
+                             mis, (long long)at);
+                }
+    free(src);
+    free(x);
+    free(y);
+    free(h);
+}
+
 int main(void) {
     const fa_kernels *tables[4];
     int nt = tt_isas(tables, 4), tested = 0;
@@ -459,6 +501,7 @@ int main(void) {
         for_rows(kn, &rng, exp2_sum_case);
         test_exp2_dense(kn);
         test_convert(kn, &rng);
+        test_transpose(kn, &rng);
         tested++;
     }
     if (!tested) printf("no SIMD kernel table on this CPU or in this build: nothing to compare\n");

@@ -6,10 +6,11 @@
 void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
                int64_t j0, int64_t j1, float *dst, float *tmp) {
     const int64_t d = pb->head_dim, nr = kern->nr;
-    for (int64_t j = j0; j < j1; j++) {
-        kern->load(tmp, fa_row_ptr(pb->k, b, j, hk), pb->k->dtype, d, 1.0f);
-        float *panel = dst + (j / nr) * nr * d + j % nr;
-        for (int64_t c = 0; c < d; c++) panel[c * nr] = tmp[c];
+    (void)tmp;
+    for (int64_t j = j0; j < j1; j += nr) {
+        const int rows = (int)(j1 - j < nr ? j1 - j : nr);
+        kern->transpose(dst + (j / nr) * nr * d, nr, fa_row_ptr(pb->k, b, j, hk), pb->k->stride_seq,
+                        pb->k->dtype, rows, d);
     }
     /* zero the unused keys of a final partial panel */
     if (j1 == pb->seq_k && j1 % nr) {

@@ -13,9 +13,9 @@ static inline const void *fa_row_ptr(const flashattn_tensor *t, int64_t b, int64
     return (const char *)t->data + off * (int64_t)(t->dtype == FLASHATTN_F32 ? 4 : 2);
 }
 
-/* Keys [j0, j1) of K into panels of nr keys: dst[(j / nr)][d][j % nr];
- * j0 and j1 multiples of nr or j1 = seq_k; keys past seq_k in the last
- * panel are zero. tmp holds head_dim floats. */
+/* Keys [j0, j1) of K into panels of nr keys: dst[(j / nr)][d][j % nr],
+ * by the kernels' transposing copy; j0 and j1 multiples of nr or
+ * j1 = seq_k; keys past seq_k in the last panel are zero. tmp is unused. */
 void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
                int64_t j0, int64_t j1, float *dst, float *tmp);
 

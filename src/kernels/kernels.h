@@ -96,6 +96,15 @@ typedef struct fa_kernels {
      * (the later ones accumulating) equals the sum in one call. */
     void (*gemm_rows)(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                       flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate);
+
+    /* dst[c * ldd + r] = (float)src_r[c] for r < rows, c < cols, where row
+     * r of src starts lds elements of dtype dt after row r - 1: the
+     * transposing copy that packs K rows into [head_dim][nr] panels. Any
+     * rows, cols >= 0, strides and alignment; nothing else is written. A
+     * widening copy is exact (signalling f16 NaNs come out quiet, payload
+     * kept), so every table writes the same bits. */
+    void (*transpose)(float *dst, int64_t ldd, const void *src, int64_t lds,
+                      flashattn_dtype dt, int rows, int64_t cols);
 } fa_kernels;
 
 /* Tables defined by each ISA's files. SIMD tables exist only when the

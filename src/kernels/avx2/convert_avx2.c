@@ -13,6 +13,7 @@
 
 #include "kernels/avx2/avx2.h"
 #include "kernels/ref/half.h"
+#include "kernels/ref/ref.h"
 
 static inline __m256 bf16_to_f32(__m128i h) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -99,5 +100,56 @@ void fa_store_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, f
         break;
     default:
         break;
+    }
+}
+
+/* 8 elements of a row of dtype dt, widened to f32. */
+static inline __m256 widen8(const void *src, flashattn_dtype dt, int64_t i) {
+    switch (dt) {
+    case FLASHATTN_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i)));
+    case FLASHATTN_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i))), 16));
+    default: return _mm256_loadu_ps((const float *)src + i);
+    }
+}
+
+/* 8 x 8 blocks in registers, the rest element by element as the portable
+ * kernel does. */
+void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
+                       int rows, int64_t cols) {
+    const int64_t es = dt == FLASHATTN_F32 ? 4 : 2;
+    const int rows8 = rows / 8 * 8;
+    const int64_t cols8 = cols / 8 * 8;
+    for (int r0 = 0; r0 < rows8; r0 += 8) {
+        const char *s0 = (const char *)src + r0 * lds * es;
+        for (int64_t c0 = 0; c0 < cols8; c0 += 8) {
+            __m256 x[8], t[8];
+            for (int i = 0; i < 8; i++) x[i] = widen8(s0 + i * lds * es, dt, c0);
+            for (int i = 0; i < 8; i += 2) {
+                t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]);
+                t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
+            }
+            for (int i = 0; i < 8; i += 4) {
+                x[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+                x[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+                x[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+                x[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+            }
+            /* x[4q + p], 128-bit lane L: column 4L + p of rows 4q .. 4q + 3 */
+            for (int p = 0; p < 4; p++) {
+                t[p] = _mm256_permute2f128_ps(x[p], x[4 + p], 0x20);
+                t[4 + p] = _mm256_permute2f128_ps(x[p], x[4 + p], 0x31);
+            }
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (c0 + i) * ldd + r0, t[i]);
+        }
+        for (int i = 0; i < 8; i++) {
+            const void *row = s0 + i * lds * es;
+            for (int64_t c = cols8; c < cols; c++) dst[c * ldd + r0 + i] = fa_widen_ref(row, dt, c);
+        }
+    }
+    for (int r = rows8; r < rows; r++) {
+        const void *row = (const char *)src + r * lds * es;
+        for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = fa_widen_ref(row, dt, c);
     }
 }

@@ -15,4 +15,5 @@ const fa_kernels fa_kernels_avx2 = {
     .store = fa_store_avx2,
     .gemm_nt = fa_gemm_nt_avx2,
     .gemm_rows = fa_gemm_rows_avx2,
+    .transpose = fa_transpose_avx2,
 };

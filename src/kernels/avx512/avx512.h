@@ -14,6 +14,8 @@ float fa_row_max_avx512(const float *x, int64_t n);
 float fa_exp2_sum_avx512(float *x, int64_t n, float m);
 void fa_scale_avx512(float *x, int64_t n, float a);
 void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
+void fa_transpose_avx512(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
+                         int rows, int64_t cols);
 void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
 void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                        flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc);

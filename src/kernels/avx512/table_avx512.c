@@ -15,4 +15,5 @@ const fa_kernels fa_kernels_avx512 = {
     .store = fa_store_avx512,
     .gemm_nt = fa_gemm_nt_avx512,
     .gemm_rows = fa_gemm_rows_avx512,
+    .transpose = fa_transpose_avx512,
 };

@@ -13,4 +13,5 @@ const fa_kernels fa_kernels_scalar = {
     .store = fa_store_ref,
     .gemm_nt = fa_gemm_nt_ref,
     .gemm_rows = fa_gemm_rows_ref,
+    .transpose = fa_transpose_ref,
 };
