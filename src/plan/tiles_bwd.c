@@ -9,12 +9,13 @@
  *     S^T/P^T, dP^T/dS^T        2 * block_n * block_m
  *     dQ^T tile                 d * block_m
  * plus, streamed per step from the packed heads, Qs/dO rows and panels
- * (4 * block_m * (d + 1)). With the default 128 x ~128 that is about 760 KB
- * at d = 128: the work item's data and a step's stream share L2. At d = 256
- * it is about 1.4 MB, past a 1.25 MB L2, yet 64 x 64 blocks measured ~15%
- * slower there (Ice Lake, one thread): the dK/dV products run over block_m
- * query rows per call and the dQ product over block_n keys, and short calls
- * spend more of their time loading and storing the C tile.
+ * (4 * block_m * (d + 1)). block_m is 128; block_n fills 3/4 of L2 with
+ * the item's data (auto_block_n): 252 keys at d = 128 on a 1.25 MB L2,
+ * about 0.9 MB. Smaller tiles measured slower (64 x 64 at d = 256 by ~15%,
+ * 128 x 120 at d = 128 by ~10%, Ice Lake, one thread): the dK/dV products
+ * run over block_m query rows per call and the dQ product over block_n
+ * keys, short calls spend more of their time loading and storing the C
+ * tile, and each Q/dO panel streamed from L2 serves block_n / MR tiles.
  *
  * block_n and the number of deterministic chunks never depend on the thread
  * count: a dQ element is summed per kv-block and then over kv-blocks in an
@@ -25,6 +26,7 @@
 
 #include "api/status.h"
 #include "api/validate.h"
+#include "plan/cpu_caches.h"
 #include "plan/tiles.h"
 
 #ifdef _OPENMP
@@ -34,6 +36,11 @@
 #define FA_ALIGN_FLOATS 16
 /* Packed heads and dQ accumulators of the groups processed at once. */
 #define FA_BWD_PASS_BUDGET_BYTES ((size_t)128 << 20)
+/* A work item's share of L2 (3/4), L2 when it is unknown, most keys per item. */
+#define FA_BWD_L2_SHARE_NUM 3
+#define FA_BWD_L2_SHARE_DEN 4
+#define FA_BWD_L2_DEFAULT ((int64_t)1 << 20)
+#define FA_BWD_MAX_KEYS 360
 
 static size_t r16(size_t x) { return (x + FA_ALIGN_FLOATS - 1) / FA_ALIGN_FLOATS * FA_ALIGN_FLOATS; }
 
@@ -53,11 +60,27 @@ static int floats3(size_t a, size_t b, size_t c, size_t *r) {
     return 1;
 }
 
-static int auto_block_n(const fa_problem *pb, const fa_kernels *kern) {
-    int bn = 128 / kern->mr * kern->mr; /* whole register tiles down the key rows */
-    int64_t need = (pb->seq_k + kern->mr - 1) / kern->mr * kern->mr;
-    if (need < bn) bn = need > 0 ? (int)need : 1;
-    return bn;
+/* Keys per work item: whole register tiles down the key rows, as many as
+ * keep the item's own data within FA_BWD_L2_SHARE of L2 (per key: K and V
+ * rows with their -1 column, K^T, dK and dV, the S^T and dP^T rows of a
+ * block_m step; plus the dQ^T tile), at most FA_BWD_MAX_KEYS. More keys
+ * per item means each streamed Q/dO panel serves more register tiles
+ * while it is in L1: 252 keys instead of 120 at d = 128 measured ~10%
+ * faster (Ice Lake, one thread, seq 2048), as did 360 at d = 64, while
+ * at d = 256 the rule stays near 128. Depends on the problem and the CPU,
+ * never on the thread count. */
+static int auto_block_n(const fa_problem *pb, const fa_kernels *kern, int64_t bm) {
+    const int64_t d = pb->head_dim, dp = pb->head_dim_pad, mr = kern->mr;
+    const fa_cpu_caches *cc = fa_cpu_caches_get();
+    const int64_t l2 = cc->l2_bytes > 0 ? cc->l2_bytes : FA_BWD_L2_DEFAULT;
+    const int64_t per_key = (int64_t)sizeof(float) * (2 * (d + 1) + d + 2 * dp + 2 * bm);
+    const int64_t fixed = (int64_t)sizeof(float) * d * bm;
+    int64_t bn = (l2 * FA_BWD_L2_SHARE_NUM / FA_BWD_L2_SHARE_DEN - fixed) / per_key / mr * mr;
+    if (bn > FA_BWD_MAX_KEYS / mr * mr) bn = FA_BWD_MAX_KEYS / mr * mr;
+    if (bn < mr) bn = mr;
+    const int64_t need = (pb->seq_k + mr - 1) / mr * mr;
+    if (need < bn) bn = need > 0 ? need : 1;
+    return (int)bn;
 }
 
 static int auto_block_m(const fa_problem *pb) {
@@ -74,10 +97,10 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
     if (p->block_m > FA_MAX_BLOCK || p->block_n > FA_MAX_BLOCK)
         return fa_fail(FLASHATTN_ERR_BAD_TILE, "block_m=%d, block_n=%d: each must be <= %d",
                        p->block_m, p->block_n, FA_MAX_BLOCK);
-    plan->block_n = p->block_n > 0 ? p->block_n : auto_block_n(pb, kern);
     int bm = p->block_m > 0 ? p->block_m : auto_block_m(pb);
     /* Q^T is packed in panels of nr queries and a step starts on a panel. */
     plan->block_m = (bm + kern->nr - 1) / kern->nr * kern->nr;
+    plan->block_n = p->block_n > 0 ? p->block_n : auto_block_n(pb, kern, plan->block_m);
 
     const size_t d = (size_t)pb->head_dim, dp = (size_t)pb->head_dim_pad, nr = (size_t)kern->nr;
     const size_t bm_ = (size_t)plan->block_m, bn = (size_t)plan->block_n;
