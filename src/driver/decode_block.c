@@ -15,9 +15,10 @@
  *       per head: acc = acc*2^(m-m') + P V   (gemm_rows on the V rows as stored)
  *   O = acc / l,  LSE = ln2 * (m + log2 l)
  *
- * Decode is bound by reading the cache, so the cache is read once, by the
- * kernels themselves, widening f16/bf16 in registers: no f32 copy of K or
- * V is written and read back (that copy took a third of the time). A
+ * With few rows per kv-head (seq_q 1: one GQA group) decode is bound by
+ * reading the cache, so the cache is read once, by the kernels themselves,
+ * widening f16/bf16 in registers: no f32 copy of K or V is written and
+ * read back (that copy took a third of the time). A
  * step's rows are runs of consecutive slots (a whole step in a contiguous
  * cache, one page at most in a paged one), cut into pieces of a few keys;
  * every head of a piece is done before the next piece, so in a [seq,
@@ -25,6 +26,17 @@
  * hardware prefetchers stream them. Software prefetching (bursts of the
  * next piece or step, into L1 or L2) measured slower: the bursts stall on
  * the line-fill buffers while the FMA units wait.
+ *
+ * The wide path (plan->wide_piece > 0: at least FA_DECODE_WIDE_ROWS rows
+ * per kv-head, from several query positions: speculative decoding, chunked
+ * prefill) is compute-bound instead. There the cache-reading kernels
+ * would widen each K and V element again for every 4 rows and reduce
+ * every dot product horizontally, so each piece of NR keys of a kv-head is
+ * widened once into the thread's workspace (K as a [d][NR] panel by the
+ * transposing copy, V as f32 rows) and the forward's MR x NR broadcast
+ * GEMM tile does S = Q K^T and acc += P V. P V gives the same bits either
+ * way (gemm_rows is gemm's FMA chain); S = Q K^T differs by rounding (the
+ * GEMM's chain in order of d vs gemm_nt's lanes and tree).
  */
 #include <math.h>
 #include <string.h>
@@ -71,6 +83,44 @@ static void split_range(int64_t lo, int64_t end, int split, int splits, int64_t 
     *j_end = a + per < end ? a + per : end;
 }
 
+/* Wide path, S = Q K^T for one kv-head's mh rows and len <= NR keys:
+ * the keys widened once into a [d][NR] panel, then the GEMM's MR x NR
+ * broadcast tiles. Columns are computed in whole multiples of 16 (the
+ * panel's columns past len zero); the extra ones land in S's slack past
+ * the key and are overwritten by the next piece or never read. */
+static void wide_qk(const fa_kernels *kern, int mh, int len, int64_t d, const float *q,
+                    const char *krow, flashattn_dtype dt, int64_t lds, float *wk, float *s,
+                    int64_t sld) {
+    const int nr = kern->nr, w = (len + 15) / 16 * 16;
+    kern->transpose(wk, nr, krow, lds, dt, len, d);
+    if (w > len)
+        for (int64_t c = 0; c < d; c++)
+            memset(wk + c * nr + len, 0, (size_t)(w - len) * sizeof(float));
+    for (int r = 0; r < mh; r += kern->mr)
+        kern->gemm(mh - r < kern->mr ? mh - r : kern->mr, w, d, q + r * d, d, wk, nr, s + r * sld,
+                   sld, 0);
+}
+
+/* Wide path, acc (+)= P V for one kv-head's mh rows and len keys: the V
+ * rows widened once into [len][dpad] (zero past d), then the GEMM's
+ * tiles, NR columns at a time. Each element of acc is the same FMA chain
+ * as gemm_rows computes (kernels.h), so both paths give the same bits. */
+static void wide_pv(const fa_kernels *kern, int mh, int len, int64_t d, int64_t dpad,
+                    const float *p, int64_t sld, const char *vrow, flashattn_dtype dt,
+                    int64_t lds, float *wv, float *acc, int accumulate) {
+    const int64_t es = dt == FLASHATTN_F32 ? 4 : 2;
+    for (int t = 0; t < len; t++) {
+        kern->load(wv + t * dpad, vrow + t * lds * es, dt, d, 1.0f);
+        if (dpad > d) memset(wv + t * dpad + d, 0, (size_t)(dpad - d) * sizeof(float));
+    }
+    for (int64_t c = 0; c < dpad; c += kern->nr) {
+        const int w = (int)(dpad - c < kern->nr ? dpad - c : kern->nr);
+        for (int r = 0; r < mh; r += kern->mr)
+            kern->gemm(mh - r < kern->mr ? mh - r : kern->mr, w, len, p + r * sld, sld, wv + c,
+                       dpad, acc + r * dpad + c, dpad, accumulate);
+    }
+}
+
 void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
                     const fa_kernels *kern, int64_t b, int64_t hblock, int64_t qtile, int split,
                     const flashattn_tensor *o, float *lse, float *tw) {
@@ -86,11 +136,14 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     const flashattn_tensor *kt = pb->k, *vt = pb->v;
     const int64_t kes = kt->dtype == FLASHATTN_F32 ? 4 : 2, ves = vt->dtype == FLASHATTN_F32 ? 4 : 2;
     const int64_t khs = kt->stride_head * kes, vhs = vt->stride_head * ves;
-    float *q = tw;                               /* [m][d]    */
-    float *s = q + round16(rows * (size_t)d);    /* [m][bn]   */
-    float *acc = s + round16(rows * (size_t)bn); /* [m][dpad] */
+    const int64_t sld = plan->s_stride;
+    const int64_t piece = plan->wide_piece ? plan->wide_piece : FA_DECODE_PIECE;
+    float *q = tw;                                /* [m][d]    */
+    float *s = q + round16(rows * (size_t)d);     /* [m][sld]  */
+    float *acc = s + round16(rows * (size_t)sld); /* [m][dpad] */
     float *mx = acc + round16(rows * (size_t)dpad);
     float *ls = mx + round16(rows);
+    float *wk = ls + round16(rows); /* wide path: one piece of K or V as f32 */
 
     /* Q rows, pre-scaled into base 2 */
     for (int r = 0; r < m; r++) {
@@ -113,17 +166,23 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         for (int64_t j = j0; j < j0 + n;) {
             const char *row;
             int64_t len = run_at(dp, kt, b, hk0, j, j0 + n, &row);
-            if (len > FA_DECODE_PIECE) len = FA_DECODE_PIECE;
-            for (int64_t h = 0; h < nh; h++)
-                kern->gemm_nt(mh, (int)len, d, q + h * mh * d, d, row + h * khs, kt->dtype,
-                              kt->stride_seq, s + h * mh * bn + (j - j0), bn);
+            if (len > piece) len = piece;
+            for (int64_t h = 0; h < nh; h++) {
+                float *sh = s + h * mh * sld + (j - j0);
+                if (plan->wide_piece)
+                    wide_qk(kern, mh, (int)len, d, q + h * mh * d, row + h * khs, kt->dtype,
+                            kt->stride_seq, wk, sh, sld);
+                else
+                    kern->gemm_nt(mh, (int)len, d, q + h * mh * d, d, row + h * khs, kt->dtype,
+                                  kt->stride_seq, sh, sld);
+            }
             j += len;
         }
 
         /* Only steps that cut some row's visible range need the mask. */
         const int full = fa_key_lo(pb, i1 - 1) <= j0 && fa_key_end(pb, i0) >= j0 + n;
         for (int r = 0; r < m; r++) {
-            float *row = s + r * bn;
+            float *row = s + r * sld;
             const int64_t i = i0 + r % mh / g;
             if (!full) mask_row(row, j0, n, fa_key_lo(pb, i), fa_key_end(pb, i));
             const float bmax = kern->row_max(row, n);
@@ -145,11 +204,16 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         for (int64_t j = j0; j < j0 + n;) {
             const char *row;
             int64_t len = run_at(dp, vt, b, hk0, j, j0 + n, &row);
-            if (len > FA_DECODE_PIECE) len = FA_DECODE_PIECE;
-            for (int64_t h = 0; h < nh; h++)
-                kern->gemm_rows(mh, (int)d, len, s + h * mh * bn + (j - j0), bn, row + h * vhs,
-                                vt->dtype, vt->stride_seq, acc + h * mh * dpad, dpad,
-                                !first || j > j0);
+            if (len > piece) len = piece;
+            for (int64_t h = 0; h < nh; h++) {
+                const float *ph = s + h * mh * sld + (j - j0);
+                if (plan->wide_piece)
+                    wide_pv(kern, mh, (int)len, d, dpad, ph, sld, row + h * vhs, vt->dtype,
+                            vt->stride_seq, wk, acc + h * mh * dpad, !first || j > j0);
+                else
+                    kern->gemm_rows(mh, (int)d, len, ph, sld, row + h * vhs, vt->dtype,
+                                    vt->stride_seq, acc + h * mh * dpad, dpad, !first || j > j0);
+            }
             j += len;
         }
         first = 0;

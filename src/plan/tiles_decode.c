@@ -10,13 +10,23 @@
  *   - Keys are split (split-KV, "flash-decoding") only when sequences x
  *     head blocks x query tiles leave threads without work.
  *
+ *   - With at least FA_DECODE_WIDE_ROWS rows per kv-head (group * query
+ *     positions of an item) the item is compute-bound: the wide path
+ *     (driver/decode_block.c) widens pieces of NR keys for the GEMM
+ *     kernel. Then rows per kv-head come first (up to FA_DECODE_ROWS:
+ *     every query tile reads its kv-heads' cache again), kv-heads fill
+ *     the rest.
+ *
  * Footprint of one work item (f32, d = head_dim, dp = d rounded up to 16,
- * rows = heads_per_item * group * queries_per_item, bn = block_n):
+ * rows = heads_per_item * group * queries_per_item, bn = block_n,
+ * sld = bn, or bn rounded up to 16 plus 16 on the wide path):
  *     Q          rows * d
- *     S/P        rows * bn
+ *     S/P        rows * sld
  *     acc        rows * dp
- * K and V are read by the kernels straight from the cache (no f32 copy);
- * one step of an item reads heads_per_item * bn rows of K and of V.
+ *     piece      NR * max(d, dp) = NR * dp   (wide path only)
+ * K and V are read by the kernels straight from the cache (no f32 copy of
+ * a step; the wide path widens one piece of one kv-head at a time); one
+ * step of an item reads heads_per_item * bn rows of K and of V.
  *
  * The workspace never depends on the seqlens values (only on capacity),
  * so one workspace serves a whole generation.
@@ -38,6 +48,7 @@
 #define FA_DECODE_KV_BYTES (256u << 10)  /* one step's K/V rows of an item, as f32 */
 #define FA_DECODE_ROWS 128               /* most rows per item by default */
 #define FA_DECODE_SPLIT_KEYS 512         /* fewest keys of capacity per split */
+#define FA_DECODE_WIDE_ROWS 24           /* rows per kv-head from which items take the wide path */
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -69,7 +80,7 @@ static int auto_splits(int64_t items, int threads, int64_t capacity) {
 }
 
 flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_params *p,
-                                fa_decode_plan *plan) {
+                                const fa_kernels *kern, fa_decode_plan *plan) {
     const fa_problem *pb = &dp->base;
     const size_t d = (size_t)pb->head_dim, dpad = (size_t)pb->head_dim_pad;
     const int64_t group = pb->group;
@@ -87,13 +98,28 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     int64_t heads = (int64_t)(FA_DECODE_KV_BYTES / (bn * dpad * sizeof(float)));
     if (heads * group > FA_DECODE_ROWS) heads = FA_DECODE_ROWS / group;
     if (heads > pb->heads_kv) heads = pb->heads_kv;
-    plan->heads_per_item = (int)even(pb->heads_kv, heads < 1 ? 1 : heads);
+    if (heads < 1) heads = 1;
+    plan->heads_per_item = (int)even(pb->heads_kv, heads);
     plan->head_blocks = (pb->heads_kv + plan->heads_per_item - 1) / plan->heads_per_item;
 
     /* block_m counts rows per kv-head (group per query position). */
     int64_t queries = p->block_m > 0 ? p->block_m / group
                                      : FA_DECODE_ROWS / (plan->heads_per_item * group);
     plan->queries_per_item = (int)even(pb->seq_q, queries < 1 ? 1 : queries);
+
+    /* Enough rows per kv-head make the item compute-bound: the wide path.
+     * Then, unless block_m says otherwise, rows per kv-head come first
+     * (every query tile reads its kv-heads' whole cache again), and the
+     * kv-heads per item fill the rest of FA_DECODE_ROWS. */
+    plan->wide_piece = group * plan->queries_per_item >= FA_DECODE_WIDE_ROWS ? kern->nr : 0;
+    if (plan->wide_piece && p->block_m <= 0) {
+        queries = FA_DECODE_ROWS / group;
+        plan->queries_per_item = (int)even(pb->seq_q, queries < 1 ? 1 : queries);
+        int64_t h = FA_DECODE_ROWS / (group * plan->queries_per_item);
+        if (h > heads) h = heads;
+        plan->heads_per_item = (int)even(pb->heads_kv, h < 1 ? 1 : h);
+        plan->head_blocks = (pb->heads_kv + plan->heads_per_item - 1) / plan->heads_per_item;
+    }
     plan->query_tiles = (pb->seq_q + plan->queries_per_item - 1) / plan->queries_per_item;
     plan->rows = (int64_t)plan->heads_per_item * group * plan->queries_per_item;
 
@@ -104,8 +130,16 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     /* rows <= max(FA_DECODE_ROWS, group) * FA_MAX_BLOCK, heads <= 2^16:
      * no overflow in 64-bit size_t here. */
     const size_t rows = (size_t)plan->rows;
-    plan->thread_floats = round_up(rows * d, FA_ALIGN_FLOATS) + round_up(rows * bn, FA_ALIGN_FLOATS) +
-                          round_up(rows * dpad, FA_ALIGN_FLOATS) + 2 * round_up(rows, FA_ALIGN_FLOATS);
+    /* The wide path's GEMM writes whole multiples of 16 columns of S from
+     * any key of a step: up to 15 columns past block_n. */
+    plan->s_stride = plan->wide_piece ? (int)round_up(bn, FA_ALIGN_FLOATS) + FA_ALIGN_FLOATS
+                                      : (int)bn;
+    const size_t piece = (size_t)plan->wide_piece;
+    const size_t widened = piece * dpad; /* K panel [d][NR], V rows [NR][dp]; d <= dp */
+    plan->thread_floats = round_up(rows * d, FA_ALIGN_FLOATS) +
+                          round_up(rows * (size_t)plan->s_stride, FA_ALIGN_FLOATS) +
+                          round_up(rows * dpad, FA_ALIGN_FLOATS) +
+                          2 * round_up(rows, FA_ALIGN_FLOATS) + round_up(widened, FA_ALIGN_FLOATS);
 
     plan->part_floats = plan->part_lse_floats = 0;
     if (plan->num_splits > 1) {
