@@ -111,10 +111,13 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
      * Then, unless block_m says otherwise, rows per kv-head come first
      * (every query tile reads its kv-heads' whole cache again), and the
      * kv-heads per item fill the rest of FA_DECODE_ROWS. */
-    plan->wide_piece = group * plan->queries_per_item >= FA_DECODE_WIDE_ROWS ? kern->nr : 0;
+    const int64_t wide_q = p->block_m > 0 ? plan->queries_per_item
+                                          : even(pb->seq_q, FA_DECODE_ROWS / group < 1
+                                                                ? 1
+                                                                : FA_DECODE_ROWS / group);
+    plan->wide_piece = group * wide_q >= FA_DECODE_WIDE_ROWS ? kern->nr : 0;
     if (plan->wide_piece && p->block_m <= 0) {
-        queries = FA_DECODE_ROWS / group;
-        plan->queries_per_item = (int)even(pb->seq_q, queries < 1 ? 1 : queries);
+        plan->queries_per_item = (int)wide_q;
         int64_t h = FA_DECODE_ROWS / (group * plan->queries_per_item);
         if (h > heads) h = heads;
         plan->heads_per_item = (int)even(pb->heads_kv, h < 1 ? 1 : h);
