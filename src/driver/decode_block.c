@@ -43,6 +43,7 @@
 
 #include "driver/decode.h"
 #include "driver/pack.h"
+#include "driver/softmax_row.h"
 
 #define FA_LN2 0.69314718055994530942
 
@@ -51,12 +52,6 @@
 #define FA_DECODE_PIECE 16
 
 static size_t round16(size_t x) { return (x + 15) / 16 * 16; }
-
-/* -inf outside [lo, end) for the row's keys [j0, j0 + n). */
-static void mask_row(float *s, int64_t j0, int64_t n, int64_t lo, int64_t end) {
-    for (int64_t j = 0; j < n && j0 + j < lo; j++) s[j] = -INFINITY;
-    for (int64_t j = end - j0 > 0 ? end - j0 : 0; j < n; j++) s[j] = -INFINITY;
-}
 
 /* The run of rows starting at logical row j (< end) of kv-head hk of
  * sequence b in t (the cache's k or v): consecutive slots, so one row
@@ -182,21 +177,9 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         /* Only steps that cut some row's visible range need the mask. */
         const int full = fa_key_lo(pb, i1 - 1) <= j0 && fa_key_end(pb, i0) >= j0 + n;
         for (int r = 0; r < m; r++) {
-            float *row = s + r * sld;
             const int64_t i = i0 + r % mh / g;
-            if (!full) mask_row(row, j0, n, fa_key_lo(pb, i), fa_key_end(pb, i));
-            const float bmax = kern->row_max(row, n);
-            const float mnew = bmax > mx[r] ? bmax : mx[r];
-            if (mnew == -INFINITY) {
-                /* Nothing visible to this row yet: P = 0, and keep m = -inf
-                 * (exp2(-inf - -inf) would be NaN). */
-                memset(row, 0, (size_t)n * sizeof(float));
-                continue;
-            }
-            const float alpha = exp2f(mx[r] - mnew); /* 0 when m was -inf */
-            ls[r] = ls[r] * alpha + kern->exp2_sum(row, n, mnew);
-            if (!first && alpha != 1.0f) kern->scale(acc + r * dpad, d, alpha);
-            mx[r] = mnew;
+            fa_softmax_row(kern, s + r * sld, j0, n, !full, fa_key_lo(pb, i), fa_key_end(pb, i),
+                           &mx[r], &ls[r], acc + r * dpad, d, first);
         }
 
         /* acc (+)= P V per head, in the same pieces; the first step

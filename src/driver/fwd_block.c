@@ -13,16 +13,11 @@
 
 #include "driver/fwd.h"
 #include "driver/pack.h"
+#include "driver/softmax_row.h"
 
 #define FA_LN2 0.69314718055994530942
 
 static size_t round16(size_t x) { return (x + 15) / 16 * 16; }
-
-/* -inf outside [lo, end) for the row's keys [j0, j0 + n). */
-static void mask_row(float *s, int64_t j0, int64_t n, int64_t lo, int64_t end) {
-    for (int64_t j = 0; j < n && j0 + j < lo; j++) s[j] = -INFINITY;
-    for (int64_t j = end - j0 > 0 ? end - j0 : 0; j < n; j++) s[j] = -INFINITY;
-}
 
 /* Columns of the kv-block [j0, j1) that query rows [s0, s1) compute: 0
  * when no row sees the block, else up to the last row's end rounded up to
@@ -90,23 +85,9 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
             const int first = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
             /* Only blocks that cut some row's visible range need the mask. */
             const int full = fa_key_lo(pb, i0 + r0 + mm - 1) <= j0 && fa_key_end(pb, i0 + r0) >= j0 + ncols;
-            for (int r = r0; r < r0 + mm; r++) {
-                float *row = st + r * bn;
-                if (!full)
-                    mask_row(row, j0, ncols, fa_key_lo(pb, i0 + r), fa_key_end(pb, i0 + r));
-                const float bmax = kern->row_max(row, ncols);
-                const float mnew = bmax > mx[r] ? bmax : mx[r];
-                if (mnew == -INFINITY) {
-                    /* Nothing visible to this row yet: P = 0, and keep
-                     * m = -inf (exp2(-inf - -inf) would be NaN). */
-                    memset(row, 0, (size_t)ncols * sizeof(float));
-                    continue;
-                }
-                const float alpha = exp2f(mx[r] - mnew); /* 0 when m was -inf */
-                ls[r] = ls[r] * alpha + kern->exp2_sum(row, ncols, mnew);
-                if (!first && alpha != 1.0f) kern->scale(acc + r * dp, dp, alpha);
-                mx[r] = mnew;
-            }
+            for (int r = r0; r < r0 + mm; r++)
+                fa_softmax_row(kern, st + r * bn, j0, ncols, !full, fa_key_lo(pb, i0 + r),
+                               fa_key_end(pb, i0 + r), &mx[r], &ls[r], acc + r * dp, dp, first);
         }
         /* acc (+)= P V, each strip over its own columns. */
         for (int64_t c = 0; c < dp; c += nr) {
