@@ -154,6 +154,9 @@ double bench_time_ms(int (*fn)(void *ctx), void *ctx, int reps) {
     return fa_cli_median(t, reps);
 }
 
+/* Extra peak measurements when the threads did not scale. */
+#define PEAK_RETRIES 6
+
 static void measure_peak(const bench_opts *o, bench_peak *pk) {
     const fa_peak_kernels *k = fa_peak_widest();
     pk->isa = k->isa;
@@ -164,9 +167,19 @@ static void measure_peak(const bench_opts *o, bench_peak *pk) {
     pk->one_thread = 0.0;
     pk->scaled = 1;
     if (o->threads > 1) {
-        double all = pk->bf16 ? fa_peak_compute(k, 0, o->threads, NULL, NULL) : pk->gflops;
         pk->one_thread = fa_peak_compute(k, 0, 1, NULL, NULL);
-        pk->scaled = fa_peak_scaled(pk->one_thread, all, pk->team);
+        /* A shared VM sometimes runs both threads on one core for a while,
+         * pinned or not: then measure again, a few times, and keep the best
+         * (a disturbed run is only slower). Without this one bad moment
+         * made the peak the 1-thread one and pct_peak read over 100%. */
+        for (int retry = 0;; retry++) {
+            const double all = pk->bf16 ? fa_peak_compute(k, 0, o->threads, NULL, NULL) : pk->gflops;
+            pk->scaled = fa_peak_scaled(pk->one_thread, all, pk->team);
+            if (pk->scaled || retry == PEAK_RETRIES) break;
+            int team = pk->team;
+            const double again = fa_peak_compute(k, pk->bf16, o->threads, NULL, &team);
+            if (again > pk->gflops) pk->gflops = again, pk->team = team;
+        }
     }
 }
 
