@@ -34,6 +34,9 @@
 
 #include "flashattn.h"
 
+/* Bytes of one element of a storage dtype. */
+static inline int fa_dtype_bytes(flashattn_dtype dt) { return dt == FLASHATTN_F32 ? 4 : 2; }
+
 /* Widths the driver pads to: n of every GEMM call is a multiple of it. */
 #define FA_COL_ALIGN 16
 

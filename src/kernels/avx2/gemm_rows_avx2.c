@@ -72,7 +72,7 @@ static inline __attribute__((always_inline)) void tile(const int m, flashattn_dt
     }
 }
 
-static inline __attribute__((always_inline)) void tile_rows(const int m, flashattn_dtype bt, int w,
+static inline __attribute__((always_inline)) void tile_cols(const int m, flashattn_dtype bt, int w,
                                                             int64_t k, const float *a,
                                                             int64_t lda, const char *b,
                                                             int64_t ldb, float *c, int64_t ldc,
@@ -83,33 +83,10 @@ static inline __attribute__((always_inline)) void tile_rows(const int m, flashat
         tile(m, bt, 0, w, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
-static inline __attribute__((always_inline)) void gemm_rows(flashattn_dtype bt, int m, int n,
-                                                            int64_t k, const float *a,
-                                                            int64_t lda, const char *b,
-                                                            int64_t ldb, float *c, int64_t ldc,
-                                                            int accumulate) {
-    const int64_t es = fa_dtype_bytes(bt);
-    for (int j = 0; j < n; j += 16) {
-        const int w = n - j < 16 ? n - j : 16;
-        for (int i = 0; i < m; i += 4) {
-            const float *ai = a + i * lda;
-            float *ci = c + i * ldc + j;
-            switch (m - i) {
-            case 1: tile_rows(1, bt, w, k, ai, lda, b + j * es, ldb, ci, ldc, accumulate); break;
-            case 2: tile_rows(2, bt, w, k, ai, lda, b + j * es, ldb, ci, ldc, accumulate); break;
-            case 3: tile_rows(3, bt, w, k, ai, lda, b + j * es, ldb, ci, ldc, accumulate); break;
-            default: tile_rows(4, bt, w, k, ai, lda, b + j * es, ldb, ci, ldc, accumulate); break;
-            }
-        }
-    }
-}
+#define FA_ROWS_COLS 16
+#include "kernels/gemm_rows_loop.h"
 
 void fa_gemm_rows_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                        flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate) {
-    switch (bt) {
-    case FLASHATTN_F32: gemm_rows(FLASHATTN_F32, m, n, k, a, lda, b, ldb, c, ldc, accumulate); break;
-    case FLASHATTN_F16: gemm_rows(FLASHATTN_F16, m, n, k, a, lda, b, ldb, c, ldc, accumulate); break;
-    case FLASHATTN_BF16: gemm_rows(FLASHATTN_BF16, m, n, k, a, lda, b, ldb, c, ldc, accumulate); break;
-    default: break;
-    }
+    fa_gemm_rows_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc, accumulate);
 }

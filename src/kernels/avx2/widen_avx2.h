@@ -8,9 +8,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "flashattn.h"
-
-static inline int fa_dtype_bytes(flashattn_dtype dt) { return dt == FLASHATTN_F32 ? 4 : 2; }
+#include "kernels/kernels.h"
 
 static inline __attribute__((always_inline)) __m256 fa256_widen16(flashattn_dtype dt, __m128i h) {
     if (dt == FLASHATTN_F16) return _mm256_cvtph_ps(h);

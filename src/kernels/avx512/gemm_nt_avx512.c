@@ -121,58 +121,13 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
     }
 }
 
-/* Tiles of mr rows side by side over nv <= 8 rows of B. */
-static inline __attribute__((always_inline)) void across(const int mr, const int nr,
-                                                         flashattn_dtype bt, int nv, int64_t k,
-                                                         const float *a, int64_t lda,
-                                                         const char *b, int64_t ldb, float *c,
-                                                         int64_t ldc) {
-    for (int j = 0; j < nv; j += nr)
-        tile(mr, nr, bt, nv - j < nr ? nv - j : nr, k, a, lda,
-             b + j * ldb * fa_dtype_bytes(bt), ldb, c + j, ldc);
-}
-
-/* Rows of A per pass over B: a pass takes B in strips of 8 rows (4 KiB
- * at k = 128), each used by every row of the pass while it is in L1, and
- * 16 KiB of A rows (a third of Ice Lake's L1d, 32 rows at k = 128) stay
- * in L1 across strips. So B, decode's K rows, is read once per pass, not
- * once per 4 rows of A, and A is not read from L2 once per strip. */
-#define A_PASS_BYTES (16 << 10)
-
-static inline __attribute__((always_inline)) void gemm_nt(flashattn_dtype bt, int m, int n,
-                                                          int64_t k, const float *a, int64_t lda,
-                                                          const char *b, int64_t ldb, float *c,
-                                                          int64_t ldc) {
-    const int64_t fit = A_PASS_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float)) / 4 * 4;
-    const int pass = fit < 4 ? 4 : fit < m ? (int)fit : m;
-    const int64_t es = fa_dtype_bytes(bt);
-    for (int i0 = 0; i0 < m; i0 += pass) {
-        const int i1 = m - i0 < pass ? m : i0 + pass;
-        for (int j = 0; j < n; j += 8) {
-            const int nv = n - j < 8 ? n - j : 8;
-            const char *bj = b + j * ldb * es;
-            /* Passes are whole 4-row tiles, so only the last rows of A
-             * fall into a smaller tile. */
-            for (int i = i0; i < i1; i += 4) {
-                const float *ai = a + i * lda;
-                float *ci = c + i * ldc + j;
-                switch (i1 - i) {
-                case 1: across(1, 8, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
-                case 2: across(2, 8, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
-                case 3: across(3, 4, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
-                default: across(4, 4, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
-                }
-            }
-        }
-    }
-}
+#define FA_NT_NR1 8
+#define FA_NT_NR2 8
+#define FA_NT_NR3 4
+#define FA_NT_NR4 4
+#include "kernels/gemm_nt_loop.h"
 
 void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                        flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc) {
-    switch (bt) {
-    case FLASHATTN_F32: gemm_nt(FLASHATTN_F32, m, n, k, a, lda, b, ldb, c, ldc); break;
-    case FLASHATTN_F16: gemm_nt(FLASHATTN_F16, m, n, k, a, lda, b, ldb, c, ldc); break;
-    case FLASHATTN_BF16: gemm_nt(FLASHATTN_BF16, m, n, k, a, lda, b, ldb, c, ldc); break;
-    default: break;
-    }
+    fa_gemm_nt_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc);
 }

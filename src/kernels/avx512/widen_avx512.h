@@ -7,7 +7,7 @@
 
 #include <immintrin.h>
 
-#include "flashattn.h"
+#include "kernels/kernels.h"
 
 static inline __attribute__((always_inline)) __m512 fa512_widen(flashattn_dtype dt,
                                                                 const void *p,
@@ -17,7 +17,5 @@ static inline __attribute__((always_inline)) __m512 fa512_widen(flashattn_dtype 
     if (dt == FLASHATTN_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-
-static inline int fa_dtype_bytes(flashattn_dtype dt) { return dt == FLASHATTN_F32 ? 4 : 2; }
 
 #endif
