@@ -22,6 +22,11 @@
 #include "kernels/ref/ref.h"
 #include "testutil.h"
 
+/* A prefetch distance whose target is far outside every buffer (likely
+ * unmapped): a hint must neither fault nor change a result, so calls with
+ * it are compared bit for bit with calls without (pf = 0). */
+#define FAR_HINT ((int64_t)1 << 32)
+
 static void fill(float *x, size_t n, uint64_t *rng) {
     for (size_t i = 0; i < n; i++) x[i] = (float)tt_rand_normal(rng);
 }
@@ -36,7 +41,7 @@ static void check_shape(const fa_kernels *kern, int m, int n, int64_t k, uint64_
     fill(abuf, (size_t)(m * lda + 2), rng);
     fill(bbuf, (size_t)(n * ldb + 2), rng);
     for (int64_t i = 0; i < m * ldc + 1; i++) c[i] = NAN; /* overwritten, never read */
-    kern->gemm_nt(m, n, k, a, lda, b, FLASHATTN_F32, ldb, c, ldc);
+    kern->gemm_nt(m, n, k, a, lda, b, FLASHATTN_F32, ldb, c, ldc, 0);
     double worst = 0.0;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
@@ -54,7 +59,7 @@ static void check_shape(const fa_kernels *kern, int m, int n, int64_t k, uint64_
     for (int i = 0; i < m; i += 3)
         for (int j = 0; j < n; j += 5) {
             float one = NAN;
-            kern->gemm_nt(1, 1, k, a + i * lda, lda, b + j * ldb, FLASHATTN_F32, ldb, &one, 1);
+            kern->gemm_nt(1, 1, k, a + i * lda, lda, b + j * ldb, FLASHATTN_F32, ldb, &one, 1, -FAR_HINT);
             TT_CHECK(memcmp(&one, &c[i * ldc + j], sizeof one) == 0,
                      "[%s] m=%d n=%d k=%lld: element (%d, %d) alone differs", kern->isa, m, n,
                      (long long)k, i, j);
@@ -94,8 +99,8 @@ static void check_nt_typed(const fa_kernels *kern, int t, int m, int n, int64_t 
     fill(a, (size_t)(m * lda + 1), rng);
     fill_typed(dt, raw, wide, nb, rng);
     for (int64_t i = 0; i < m * ldc + 1; i++) c1[i] = c2[i] = NAN;
-    kern->gemm_nt(m, n, k, a, lda, raw, dt, ldb, c1, ldc);
-    kern->gemm_nt(m, n, k, a, lda, wide, FLASHATTN_F32, ldb, c2, ldc);
+    kern->gemm_nt(m, n, k, a, lda, raw, dt, ldb, c1, ldc, FAR_HINT);
+    kern->gemm_nt(m, n, k, a, lda, wide, FLASHATTN_F32, ldb, c2, ldc, 0);
     TT_CHECK(memcmp(c1, c2, (size_t)(m * ldc + 1) * sizeof(float)) == 0,
              "[%s] gemm_nt %s m=%d n=%d k=%lld: differs from the f32 call on widened rows",
              kern->isa, dtype_names[t], m, n, (long long)k);
@@ -143,7 +148,7 @@ static void check_rows(const fa_kernels *kern, int t, int m, int n, int64_t k, i
     }
     memcpy(r, c, nc * sizeof(float));
     memcpy(s, c, nc * sizeof(float));
-    kern->gemm_rows(m, n, k, a, lda, raw, dt, ldb, c, ldc, accumulate);
+    kern->gemm_rows(m, n, k, a, lda, raw, dt, ldb, c, ldc, accumulate, FAR_HINT);
     gemm_by_tiles(m, n, k, a, lda, wide, ldb, r, ldc, accumulate);
     int64_t bad = -1;
     for (size_t i = 0; i < nc && bad < 0; i++)
@@ -153,9 +158,9 @@ static void check_rows(const fa_kernels *kern, int t, int m, int n, int64_t k, i
              (long long)(bad / ldc), (long long)(bad % ldc), bad >= 0 ? c[bad] : 0.0, bad >= 0 ? r[bad] : 0.0);
     /* split over k: the first part, then the rest accumulating */
     const int64_t k1 = k / 3;
-    kern->gemm_rows(m, n, k1, a, lda, raw, dt, ldb, s, ldc, accumulate);
+    kern->gemm_rows(m, n, k1, a, lda, raw, dt, ldb, s, ldc, accumulate, 0);
     kern->gemm_rows(m, n, k - k1, a + k1, lda, (const char *)raw + (size_t)(k1 * ldb) * es, dt, ldb, s,
-                    ldc, 1);
+                    ldc, 1, -FAR_HINT);
     TT_CHECK(memcmp(s, c, nc * sizeof(float)) == 0,
              "[%s] gemm_rows %s m=%d n=%d k=%lld acc=%d: split at k=%lld differs", kern->isa,
              dtype_names[t], m, n, (long long)k, accumulate, (long long)k1);

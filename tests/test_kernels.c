@@ -129,8 +129,8 @@ static void gemm_nt_case(const fa_kernels *kn, int m, int n, int64_t k, int odd,
     for (int64_t i = 0; i < nc; i++) c[i] = fa_bits_f32(0x7fc00000u | (uint32_t)(tt_rand_u64(rng) & 0x3fffff));
     memcpy(r, c, (size_t)nc * sizeof(float));
 
-    fa_gemm_nt_ref(m, n, k, a, lda, b, FLASHATTN_F32, ldb, r, ldc);
-    kn->gemm_nt(m, n, k, a, lda, b, FLASHATTN_F32, ldb, c, ldc);
+    fa_gemm_nt_ref(m, n, k, a, lda, b, FLASHATTN_F32, ldb, r, ldc, 0);
+    kn->gemm_nt(m, n, k, a, lda, b, FLASHATTN_F32, ldb, c, ldc, 0);
 
     int64_t outside = -1;
     for (int64_t e = 0; e < nc && outside < 0; e++)
@@ -160,7 +160,7 @@ static void gemm_nt_case(const fa_kernels *kn, int m, int n, int64_t k, int odd,
     float one = 0.0f;
     for (int i = 0; i < m && !diff; i++)
         for (int j = 0; j < n && !diff; j++) {
-            kn->gemm_nt(1, 1, k, a + i * lda, lda, b + j * ldb, FLASHATTN_F32, ldb, &one, 1);
+            kn->gemm_nt(1, 1, k, a + i * lda, lda, b + j * ldb, FLASHATTN_F32, ldb, &one, 1, 4096);
             if (fa_f32_bits(one) != fa_f32_bits(c[i * ldc + j])) diff = 1, di = i, dj = j;
         }
     TT_CHECK(!diff, "[%s] gemm_nt m=%d n=%d k=%lld lda=%lld ldb=%lld ldc=%lld misaligned=%d: "

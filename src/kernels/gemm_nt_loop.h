@@ -1,8 +1,9 @@
 /*
  * The loop around an ISA's gemm_nt register tile (contract: kernels.h),
  * shared by the AVX2 and AVX-512 files, which include it after defining
- *   tile(mr, nr, bt, nv, k, a, lda, b, ldb, c, ldc)   always_inline: C for
- *       mr rows of A and nv <= nr rows of B (b in bytes, ldb in elements)
+ *   tile(mr, nr, bt, nv, k, a, lda, b, ldb, c, ldc, pf)   always_inline: C
+ *       for mr rows of A and nv <= nr rows of B (b in bytes, ldb in
+ *       elements), prefetching pf bytes past the B rows when pf != 0
  *   FA_NT_NR1 .. FA_NT_NR4   rows of B per tile for tiles of 1..4 rows of A
  * and then define their entry point as one call to fa_gemm_nt_dispatch.
  */
@@ -16,10 +17,10 @@ static inline __attribute__((always_inline)) void across(const int mr, const int
                                                          flashattn_dtype bt, int nv, int64_t k,
                                                          const float *a, int64_t lda,
                                                          const char *b, int64_t ldb, float *c,
-                                                         int64_t ldc) {
+                                                         int64_t ldc, int64_t pf) {
     for (int j = 0; j < nv; j += nr)
         tile(mr, nr, bt, nv - j < nr ? nv - j : nr, k, a, lda,
-             b + j * ldb * fa_dtype_bytes(bt), ldb, c + j, ldc);
+             b + j * ldb * fa_dtype_bytes(bt), ldb, c + j, ldc, pf);
 }
 
 /* Rows of A per pass over B: a pass takes B in strips of 8 rows (4 KiB
@@ -33,7 +34,8 @@ static inline __attribute__((always_inline)) void fa_gemm_nt_loop(flashattn_dtyp
                                                                   int n, int64_t k,
                                                                   const float *a, int64_t lda,
                                                                   const char *b, int64_t ldb,
-                                                                  float *c, int64_t ldc) {
+                                                                  float *c, int64_t ldc,
+                                                                  int64_t pf) {
     const int64_t fit = FA_NT_A_PASS_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float)) / 4 * 4;
     const int pass = fit < 4 ? 4 : fit < m ? (int)fit : m;
     const int64_t es = fa_dtype_bytes(bt);
@@ -48,10 +50,10 @@ static inline __attribute__((always_inline)) void fa_gemm_nt_loop(flashattn_dtyp
                 const float *ai = a + i * lda;
                 float *ci = c + i * ldc + j;
                 switch (i1 - i) {
-                case 1: across(1, FA_NT_NR1, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
-                case 2: across(2, FA_NT_NR2, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
-                case 3: across(3, FA_NT_NR3, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
-                default: across(4, FA_NT_NR4, bt, nv, k, ai, lda, bj, ldb, ci, ldc); break;
+                case 1: across(1, FA_NT_NR1, bt, nv, k, ai, lda, bj, ldb, ci, ldc, pf); break;
+                case 2: across(2, FA_NT_NR2, bt, nv, k, ai, lda, bj, ldb, ci, ldc, pf); break;
+                case 3: across(3, FA_NT_NR3, bt, nv, k, ai, lda, bj, ldb, ci, ldc, pf); break;
+                default: across(4, FA_NT_NR4, bt, nv, k, ai, lda, bj, ldb, ci, ldc, pf); break;
                 }
             }
         }
@@ -61,11 +63,11 @@ static inline __attribute__((always_inline)) void fa_gemm_nt_loop(flashattn_dtyp
 /* One compiled loop per dtype of B. */
 static inline __attribute__((always_inline)) void fa_gemm_nt_dispatch(
     int m, int n, int64_t k, const float *a, int64_t lda, const void *b, flashattn_dtype bt,
-    int64_t ldb, float *c, int64_t ldc) {
+    int64_t ldb, float *c, int64_t ldc, int64_t pf) {
     switch (bt) {
-    case FLASHATTN_F32: fa_gemm_nt_loop(FLASHATTN_F32, m, n, k, a, lda, b, ldb, c, ldc); break;
-    case FLASHATTN_F16: fa_gemm_nt_loop(FLASHATTN_F16, m, n, k, a, lda, b, ldb, c, ldc); break;
-    case FLASHATTN_BF16: fa_gemm_nt_loop(FLASHATTN_BF16, m, n, k, a, lda, b, ldb, c, ldc); break;
+    case FLASHATTN_F32: fa_gemm_nt_loop(FLASHATTN_F32, m, n, k, a, lda, b, ldb, c, ldc, pf); break;
+    case FLASHATTN_F16: fa_gemm_nt_loop(FLASHATTN_F16, m, n, k, a, lda, b, ldb, c, ldc, pf); break;
+    case FLASHATTN_BF16: fa_gemm_nt_loop(FLASHATTN_BF16, m, n, k, a, lda, b, ldb, c, ldc, pf); break;
     default: break;
     }
 }

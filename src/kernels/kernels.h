@@ -37,6 +37,12 @@
 /* Bytes of one element of a storage dtype. */
 static inline int fa_dtype_bytes(flashattn_dtype dt) { return dt == FLASHATTN_F32 ? 4 : 2; }
 
+/* gemm_nt's and gemm_rows' prefetch hint (see there): p + off may lie
+ * outside any object, so the address is formed as an integer. */
+static inline __attribute__((always_inline)) void fa_prefetch(const void *p, int64_t off) {
+    __builtin_prefetch((const void *)((uintptr_t)p + (uintptr_t)off), 0, 3);
+}
+
 /* Widths the driver pads to: n of every GEMM call is a multiple of it. */
 #define FA_COL_ALIGN 16
 
@@ -85,9 +91,15 @@ typedef struct fa_kernels {
      * over k is the kernel's own (SIMD lanes, then a reduction), so results
      * agree with the portable kernel to rounding, not bit for bit; but an
      * element depends only on its row of A and its row of B, never on m, n
-     * or its place in C. */
+     * or its place in C.
+     * pf (bytes, 0 = none) is a prefetch hint, for gemm_nt and gemm_rows
+     * alike: while the kernel reads a row of B it may prefetch the bytes
+     * pf further on (decode passes the distance to the same row of its next
+     * piece of the cache, so the memory stream keeps going while the FMAs
+     * work). Those bytes are never read, need not be valid memory, and
+     * results never depend on pf. */
     void (*gemm_nt)(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
-                    flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc);
+                    flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf);
 
     /* C[m x n] (=, +=) A[m x k] . B[k x n], B given as k rows of n elements
      * of dtype bt (row stride ldb elements): decode's acc += P V straight
@@ -96,9 +108,11 @@ typedef struct fa_kernels {
      * (from +0, or from C when accumulating) on the widened elements, so it
      * is bit-identical to the portable gemm on an f32 copy of B, whatever
      * m, n, k or its place in C; and a sum split over consecutive calls
-     * (the later ones accumulating) equals the sum in one call. */
+     * (the later ones accumulating) equals the sum in one call. pf: as for
+     * gemm_nt. */
     void (*gemm_rows)(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
-                      flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate);
+                      flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
+                      int64_t pf);
 
     /* dst[c * ldd + r] = (float)src_r[c] for r < rows, c < cols, where row
      * r of src starts lds elements of dtype dt after row r - 1: the

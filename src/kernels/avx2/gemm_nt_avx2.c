@@ -59,7 +59,7 @@ static inline __attribute__((always_inline)) void step(const int mr, const int n
                                                        flashattn_dtype bt, __m256 *acc,
                                                        const float *const *ar,
                                                        const char *const *br, int64_t p,
-                                                       int64_t left) {
+                                                       int64_t left, int64_t pf) {
     const int masked = left < 8;
     __m256 av[4];
 #pragma GCC unroll 4
@@ -69,6 +69,7 @@ static inline __attribute__((always_inline)) void step(const int mr, const int n
     for (int j = 0; j < nr; j++) {
         const char *bp = br[j] + p * fa_dtype_bytes(bt);
         const __m256 bv = masked ? fa256_widen_n(bt, bp, left) : fa256_widen(bt, bp);
+        if (pf) fa_prefetch(bp, pf);
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) acc[i * nr + j] = _mm256_fmadd_ps(av[i], bv, acc[i * nr + j]);
     }
@@ -80,7 +81,7 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
                                                        flashattn_dtype bt, int nv, int64_t k,
                                                        const float *a, int64_t lda,
                                                        const char *b, int64_t ldb, float *c,
-                                                       int64_t ldc) {
+                                                       int64_t ldc, int64_t pf) {
     const float *ar[4];
     const char *br[8];
 #pragma GCC unroll 4
@@ -91,8 +92,8 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
 #pragma GCC unroll 8
     for (int s = 0; s < 8; s++) acc[s] = _mm256_setzero_ps();
     int64_t p = 0;
-    for (; p + 8 <= k; p += 8) step(mr, nr, bt, acc, ar, br, p, 8);
-    if (p < k) step(mr, nr, bt, acc, ar, br, p, k - p);
+    for (; p + 8 <= k; p += 8) step(mr, nr, bt, acc, ar, br, p, 8, pf);
+    if (p < k) step(mr, nr, bt, acc, ar, br, p, k - p, pf);
 
     /* Three rows reduce as four (a copy of the third): every tile reduces
      * 8 vectors with the same tree. */
@@ -112,6 +113,6 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
 #include "kernels/gemm_nt_loop.h"
 
 void fa_gemm_nt_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
-                     flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc) {
-    fa_gemm_nt_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc);
+                     flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf) {
+    fa_gemm_nt_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc, pf);
 }

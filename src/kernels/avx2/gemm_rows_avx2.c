@@ -26,7 +26,7 @@ static inline __attribute__((always_inline)) void tile(const int m, flashattn_dt
                                                        const int full, int w, int64_t k,
                                                        const float *a, int64_t lda,
                                                        const char *b, int64_t ldb, float *c,
-                                                       int64_t ldc, int accumulate) {
+                                                       int64_t ldc, int accumulate, int64_t pf) {
     const int64_t es = fa_dtype_bytes(bt);
     const int w1 = w - 8; /* columns of the second vector, may be <= 0 */
     const __m256i live0 = lanes(w), live1 = lanes(w1);
@@ -52,6 +52,7 @@ static inline __attribute__((always_inline)) void tile(const int m, flashattn_dt
             b0 = w >= 8 ? fa256_widen(bt, b) : fa256_widen_n(bt, b, w);
             b1 = w1 > 0 ? fa256_widen_n(bt, b + 8 * es, w1) : _mm256_setzero_ps();
         }
+        if (pf) fa_prefetch(b, pf);
         b += ldb * es;
 #pragma GCC unroll 4
         for (int i = 0; i < m; i++) {
@@ -76,17 +77,18 @@ static inline __attribute__((always_inline)) void tile_cols(const int m, flashat
                                                             int64_t k, const float *a,
                                                             int64_t lda, const char *b,
                                                             int64_t ldb, float *c, int64_t ldc,
-                                                            int accumulate) {
+                                                            int accumulate, int64_t pf) {
     if (w == 16)
-        tile(m, bt, 1, 16, k, a, lda, b, ldb, c, ldc, accumulate);
+        tile(m, bt, 1, 16, k, a, lda, b, ldb, c, ldc, accumulate, pf);
     else
-        tile(m, bt, 0, w, k, a, lda, b, ldb, c, ldc, accumulate);
+        tile(m, bt, 0, w, k, a, lda, b, ldb, c, ldc, accumulate, pf);
 }
 
 #define FA_ROWS_COLS 16
 #include "kernels/gemm_rows_loop.h"
 
 void fa_gemm_rows_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
-                       flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate) {
-    fa_gemm_rows_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc, accumulate);
+                       flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
+                         int64_t pf) {
+    fa_gemm_rows_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc, accumulate, pf);
 }

@@ -73,13 +73,14 @@ static inline __attribute__((always_inline)) void step(const int mr, const int n
                                                        flashattn_dtype bt, __m512 *acc,
                                                        const float *const *ar,
                                                        const char *const *br, int64_t p,
-                                                       __mmask16 live) {
+                                                       __mmask16 live, int64_t pf) {
     __m512 av[4];
 #pragma GCC unroll 4
     for (int i = 0; i < mr; i++) av[i] = _mm512_maskz_loadu_ps(live, ar[i] + p);
 #pragma GCC unroll 8
     for (int j = 0; j < nr; j++) {
         const __m512 bv = fa512_widen(bt, br[j] + p * fa_dtype_bytes(bt), live);
+        if (pf) fa_prefetch(br[j] + p * fa_dtype_bytes(bt), pf);
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) acc[i * nr + j] = _mm512_fmadd_ps(av[i], bv, acc[i * nr + j]);
     }
@@ -91,7 +92,7 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
                                                        flashattn_dtype bt, int nv, int64_t k,
                                                        const float *a, int64_t lda,
                                                        const char *b, int64_t ldb, float *c,
-                                                       int64_t ldc) {
+                                                       int64_t ldc, int64_t pf) {
     const float *ar[4];
     const char *br[8];
 #pragma GCC unroll 4
@@ -102,8 +103,8 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
 #pragma GCC unroll 16
     for (int s = 0; s < mr * nr; s++) acc[s] = _mm512_setzero_ps();
     int64_t p = 0;
-    for (; p + 16 <= k; p += 16) step(mr, nr, bt, acc, ar, br, p, (__mmask16)0xffff);
-    if (p < k) step(mr, nr, bt, acc, ar, br, p, (__mmask16)((1u << (k - p)) - 1u));
+    for (; p + 16 <= k; p += 16) step(mr, nr, bt, acc, ar, br, p, (__mmask16)0xffff, pf);
+    if (p < k) step(mr, nr, bt, acc, ar, br, p, (__mmask16)((1u << (k - p)) - 1u), pf);
 
     /* Three rows reduce as four (a copy of the third), so that every tile
      * reduces 8 or 16 vectors with the same tree. */
@@ -128,6 +129,6 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
 #include "kernels/gemm_nt_loop.h"
 
 void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
-                       flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc) {
-    fa_gemm_nt_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc);
+                       flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf) {
+    fa_gemm_nt_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc, pf);
 }

@@ -26,7 +26,7 @@ static inline __attribute__((always_inline)) void tile(const int m, const int nv
                                                        flashattn_dtype bt, int w, int64_t k,
                                                        const float *a, int64_t lda,
                                                        const char *b, int64_t ldb, float *c,
-                                                       int64_t ldc, int accumulate) {
+                                                       int64_t ldc, int accumulate, int64_t pf) {
     const int64_t es = fa_dtype_bytes(bt);
     __mmask16 live[4];
     __m512 acc[4][4];
@@ -42,6 +42,8 @@ static inline __attribute__((always_inline)) void tile(const int m, const int nv
         __m512 bv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < nv; j++) bv[j] = fa512_widen(bt, b + 16 * j * es, live[j]);
+        if (pf)
+            for (int x = 0; x < 16 * nv * es; x += 64) fa_prefetch(b + x, pf);
         b += ldb * es;
 #pragma GCC unroll 4
         for (int i = 0; i < m; i++) {
@@ -60,12 +62,12 @@ static inline __attribute__((always_inline)) void tile_cols(const int m, flashat
                                                             int w, int64_t k, const float *a,
                                                             int64_t lda, const char *b,
                                                             int64_t ldb, float *c, int64_t ldc,
-                                                            int accumulate) {
+                                                            int accumulate, int64_t pf) {
     switch ((w + 15) / 16) {
-    case 1: tile(m, 1, bt, w, k, a, lda, b, ldb, c, ldc, accumulate); break;
-    case 2: tile(m, 2, bt, w, k, a, lda, b, ldb, c, ldc, accumulate); break;
-    case 3: tile(m, 3, bt, w, k, a, lda, b, ldb, c, ldc, accumulate); break;
-    default: tile(m, 4, bt, w, k, a, lda, b, ldb, c, ldc, accumulate); break;
+    case 1: tile(m, 1, bt, w, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
+    case 2: tile(m, 2, bt, w, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
+    case 3: tile(m, 3, bt, w, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
+    default: tile(m, 4, bt, w, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
     }
 }
 
@@ -73,6 +75,7 @@ static inline __attribute__((always_inline)) void tile_cols(const int m, flashat
 #include "kernels/gemm_rows_loop.h"
 
 void fa_gemm_rows_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
-                         flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate) {
-    fa_gemm_rows_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc, accumulate);
+                         flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
+                         int64_t pf) {
+    fa_gemm_rows_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc, accumulate, pf);
 }

@@ -25,7 +25,8 @@ static float tree(const float s[8]) {
 #define PIECE 256 /* a multiple of 8 */
 
 void fa_gemm_nt_ref(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
-                    flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc) {
+                    flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf) {
+    (void)pf; /* a hint the portable kernel does not take */
     float row[PIECE];
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {

@@ -10,7 +10,9 @@
 #define KSTEP 64 /* rows of B widened at a time */
 
 void fa_gemm_rows_ref(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
-                      flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate) {
+                      flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
+                      int64_t pf) {
+    (void)pf; /* a hint the portable kernel does not take */
     float w[KSTEP * FA_REF_NR];
     for (int i0 = 0; i0 < m; i0 += FA_REF_MR) {
         const int mm = m - i0 < FA_REF_MR ? m - i0 : FA_REF_MR;
