@@ -131,25 +131,29 @@ void fa_peak_array_free(fa_peak_array *a) {
     a->n = 0;
 }
 
+double fa_peak_bandwidth_once(const fa_peak_kernels *pk, const fa_peak_array *a, int threads) {
+    double t0 = 0.0, t1 = 0.0;
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t lo, hi;
+        slice(a, thread_id(), team_size(), &lo, &hi);
+#pragma omp barrier
+#pragma omp single
+        t0 = fa_cli_seconds();
+        double r = pk->read_sum(a->x + lo, hi - lo);
+#pragma omp atomic
+        peak_sink += r;
+#pragma omp barrier
+#pragma omp single
+        t1 = fa_cli_seconds();
+    }
+    return (double)a->n * sizeof(float) / (t1 - t0) * 1e-9;
+}
+
 double fa_peak_bandwidth(const fa_peak_kernels *pk, const fa_peak_array *a, int threads) {
     double best = 0.0;
     for (int rep = 0; rep < BW_REPS; rep++) {
-        double t0 = 0.0, t1 = 0.0;
-#pragma omp parallel num_threads(threads)
-        {
-            int64_t lo, hi;
-            slice(a, thread_id(), team_size(), &lo, &hi);
-#pragma omp barrier
-#pragma omp single
-            t0 = fa_cli_seconds();
-            double r = pk->read_sum(a->x + lo, hi - lo);
-#pragma omp atomic
-            peak_sink += r;
-#pragma omp barrier
-#pragma omp single
-            t1 = fa_cli_seconds();
-        }
-        double g = (double)a->n * sizeof(float) / (t1 - t0) * 1e-9;
+        const double g = fa_peak_bandwidth_once(pk, a, threads);
         if (g > best) best = g;
     }
     return best;

@@ -36,8 +36,10 @@ typedef struct {
 int fa_peak_array_alloc(fa_peak_array *a, size_t bytes, int threads);
 void fa_peak_array_free(fa_peak_array *a);
 
-/* GB/s (1e9 bytes) reading the whole array on `threads` threads. */
+/* GB/s (1e9 bytes) reading the whole array on `threads` threads: the best
+ * of a few reads, or one read (_once). */
 double fa_peak_bandwidth(const fa_peak_kernels *pk, const fa_peak_array *a, int threads);
+double fa_peak_bandwidth_once(const fa_peak_kernels *pk, const fa_peak_array *a, int threads);
 
 /* Whether `threads` threads scaled: at least 0.75 x threads times the one-
  * thread figure (on 2 threads: 1.5x); below that, they likely shared a core. */
