@@ -105,16 +105,17 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
 
     for (int r = 0; r < m; r++) {
         void *orow = (void *)fa_row_ptr(pb->o, b, i0 + r, h);
-        float lse;
         if (ls[r] == 0.0f) {
             /* The row saw no key: O = 0, LSE = -inf. */
             memset(acc + r * dp, 0, (size_t)d * sizeof(float));
             kern->store(orow, pb->o->dtype, acc + r * dp, d, 1.0f);
-            lse = -INFINITY;
         } else {
             kern->store(orow, pb->o->dtype, acc + r * dp, d, 1.0f / ls[r]);
-            lse = (float)(FA_LN2 * ((double)mx[r] + log2((double)ls[r])));
         }
-        if (pb->lse) pb->lse[(b * pb->heads_q + h) * pb->seq_q + i0 + r] = lse;
+        /* (log2 in double costs as much as a short row's softmax: only when asked) */
+        if (pb->lse)
+            pb->lse[(b * pb->heads_q + h) * pb->seq_q + i0 + r] =
+                ls[r] == 0.0f ? -INFINITY
+                              : (float)(FA_LN2 * ((double)mx[r] + log2((double)ls[r])));
     }
 }

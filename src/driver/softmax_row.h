@@ -31,7 +31,9 @@ static inline void fa_softmax_row(const fa_kernels *kern, float *row, int64_t j0
         memset(row, 0, (size_t)n * sizeof(float));
         return;
     }
-    const float alpha = exp2f(*m - mnew); /* 0 when m was -inf */
+    /* 0 when m was -inf, 1 when m did not change: exactly what exp2f
+     * gives there, without the call (short rows feel it) */
+    const float alpha = *m == -INFINITY ? 0.0f : *m == mnew ? 1.0f : exp2f(*m - mnew);
     *l = *l * alpha + kern->exp2_sum(row, n, mnew);
     if (!first && alpha != 1.0f) kern->scale(acc, acc_n, alpha);
     *m = mnew;
