@@ -13,7 +13,8 @@
  *   - With at least FA_DECODE_WIDE_ROWS rows per kv-head (group * query
  *     positions of an item) the item is compute-bound: the wide path
  *     (driver/decode_block.c) widens pieces of NR keys for the GEMM
- *     kernel. Then rows per kv-head come first (up to FA_DECODE_ROWS:
+ *     kernel. Then rows per kv-head come first (up to the rows whose
+ *     tiles fill FA_DECODE_WIDE_BYTES:
  *     every query tile reads its kv-heads' cache again), kv-heads fill
  *     the rest.
  *
@@ -49,6 +50,12 @@
 #define FA_DECODE_ROWS 128               /* most rows per item by default */
 #define FA_DECODE_SPLIT_KEYS 512         /* fewest keys of capacity per split */
 #define FA_DECODE_WIDE_ROWS 24           /* rows per kv-head from which items take the wide path */
+/* Wide items' Q, S and acc tiles: 585 rows at d = 128, about 60% of this
+ * CPU's 1.25 MiB L2. Against the former 128 rows (f16 cache, kv 8192,
+ * 32/8 heads, 2 threads, medians of 5 calls in two alternating runs of
+ * each build): seq_q 8 8.4-8.8 -> 7.4-8.3 ms, 32 24-31 -> 24, 64 51-59 ->
+ * 42-51, 128 96-120 -> 74-96, 256 172-180 -> 145-146. */
+#define FA_DECODE_WIDE_BYTES (768u << 10)
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -117,8 +124,14 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
                                                                 : FA_DECODE_ROWS / group);
     plan->wide_piece = group * wide_q >= FA_DECODE_WIDE_ROWS ? kern->nr : 0;
     if (plan->wide_piece && p->block_m <= 0) {
-        plan->queries_per_item = (int)wide_q;
-        int64_t h = FA_DECODE_ROWS / (group * plan->queries_per_item);
+        /* Every query tile widens its kv-heads' cache again, so wide items
+         * take as many rows as keep their Q, S and acc tiles within
+         * FA_DECODE_WIDE_BYTES (but at least FA_DECODE_ROWS). */
+        const size_t sld = round_up(bn, FA_ALIGN_FLOATS) + FA_ALIGN_FLOATS;
+        int64_t cap = (int64_t)(FA_DECODE_WIDE_BYTES / ((d + sld + dpad) * sizeof(float)));
+        if (cap < FA_DECODE_ROWS) cap = FA_DECODE_ROWS;
+        plan->queries_per_item = (int)even(pb->seq_q, cap / group < 1 ? 1 : cap / group);
+        int64_t h = cap / (group * plan->queries_per_item);
         if (h > heads) h = heads;
         plan->heads_per_item = (int)even(pb->heads_kv, h < 1 ? 1 : h);
         plan->head_blocks = (pb->heads_kv + plan->heads_per_item - 1) / plan->heads_per_item;
@@ -130,8 +143,8 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     plan->num_splits = p->num_splits > 0 ? p->num_splits
                                          : auto_splits(items, plan->threads, pb->seq_k);
 
-    /* rows <= max(FA_DECODE_ROWS, group) * FA_MAX_BLOCK, heads <= 2^16:
-     * no overflow in 64-bit size_t here. */
+    /* rows <= max(FA_DECODE_ROWS, FA_DECODE_WIDE_BYTES / 16, group) *
+     * FA_MAX_BLOCK, heads <= 2^16: no overflow in 64-bit size_t here. */
     const size_t rows = (size_t)plan->rows;
     /* The wide path's GEMM writes whole multiples of 16 columns of S from
      * any key of a step: up to 15 columns past block_n. */
