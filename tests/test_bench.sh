@@ -54,7 +54,15 @@ import json; r = json.loads(open('$tmp/b2.json').read())
 assert r['causal'] is True and r['dtype'] == 'bf16'
 want = 4 * 2 * 64 * sum(i + 1 for i in range(33))
 assert r['flops'] == want, r
-assert abs(r['flash_gflops'] * r['flash_ms'] * 1e6 - want) <= 1e-4 * want, r"
+assert abs(r['flash_gflops'] * r['flash_ms'] * 1e6 - want) <= 1e-4 * want, r
+# the unmasked call, timed alternately in the same run, and the ratio
+assert r['noncausal_ms'] > 0, r
+assert abs(r['causal_over_noncausal'] - r['flash_ms'] / r['noncausal_ms']) <= 1e-6 * r['causal_over_noncausal'], r
+# the sanity check compared the causal result (the last call) with the causal standard
+assert 0 <= r['max_abs_diff'] < 0.05, r"
+check "bench non-causal rows have no causal ratio" python3 -c "
+import json; rows = [json.loads(l) for l in open('$tmp/b1.json') if l.strip()]
+assert all('noncausal_ms' not in r and 'causal_over_noncausal' not in r for r in rows), rows"
 check "bench --no-standard" bash -c "'$cli' bench --json --no-standard --seq 20 --heads 2 --head-dim 8 --reps 1 | python3 -c '
 import json, sys; r = json.loads(sys.stdin.read())
 assert r[\"standard_ms\"] is None and r[\"speedup\"] is None and r[\"flash_ms\"] > 0, r'"

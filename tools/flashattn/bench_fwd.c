@@ -14,6 +14,7 @@
 #include "dispatch/isa.h"
 #include "reference/attn_f64.h"
 #include "reference/random.h"
+#include "timing.h"
 
 typedef struct {
     flashattn_tensor q, k, v, o;
@@ -25,6 +26,30 @@ typedef struct {
 static int run_flash(void *c) {
     fwd_ctx *x = c;
     return flashattn_fwd(&x->q, &x->k, &x->v, &x->o, NULL, &x->p, x->ws, x->ws_bytes) != FLASHATTN_OK;
+}
+
+/* Median times of the causal call and the same call without the mask,
+ * alternating (one warm-up of each first), so both see the same moments
+ * of a shared machine: the ratio is what --causal reports. The causal
+ * call goes last, so x->o ends with its result. 0, or -1 when a call
+ * failed. */
+static int time_causal_pair(fwd_ctx *x, int reps, double *causal_ms, double *plain_ms) {
+    double tc[1000], tn[1000];
+    for (int r = -1; r < reps; r++)
+        for (int causal = 0; causal <= 1; causal++) {
+            x->p.causal = causal;
+            const double t0 = fa_cli_seconds();
+            if (run_flash(x)) {
+                x->p.causal = 1;
+                return -1;
+            }
+            const double ms = 1e3 * (fa_cli_seconds() - t0);
+            if (r >= 0) (causal ? tc : tn)[r] = ms;
+        }
+    x->p.causal = 1;
+    *causal_ms = fa_cli_median(tc, reps);
+    *plain_ms = fa_cli_median(tn, reps);
+    return 0;
 }
 
 static int run_standard(void *c) {
@@ -105,7 +130,7 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     memset(&x, 0, sizeof x);
     memset(row, 0, sizeof *row);
     row->seq_q = seq_q, row->seq_k = seq_k;
-    row->standard_ms = row->cblas_ms = row->max_abs_diff = -1.0;
+    row->standard_ms = row->cblas_ms = row->max_abs_diff = row->noncausal_ms = -1.0;
     x.q = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
     x.k = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
     x.v = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
@@ -120,14 +145,26 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     row->flops = 4.0 * (double)o->batch * (double)o->heads * visible_pairs(&x) * (double)o->head_dim;
 
     flashattn_status s = flashattn_fwd_workspace_size(&x.q, &x.k, &x.v, &x.o, NULL, &x.p, &x.ws_bytes);
+    size_t plain_bytes = 0;
+    if (s == FLASHATTN_OK && o->causal) {
+        /* the unmasked call may plan other tiles: room for both */
+        x.p.causal = 0;
+        s = flashattn_fwd_workspace_size(&x.q, &x.k, &x.v, &x.o, NULL, &x.p, &plain_bytes);
+        x.p.causal = 1;
+    }
+    if (s == FLASHATTN_OK) row->workspace_bytes = x.ws_bytes;
+    if (plain_bytes > x.ws_bytes) x.ws_bytes = plain_bytes;
     if (s != FLASHATTN_OK || !(x.ws = malloc(x.ws_bytes ? x.ws_bytes : 1))) {
         fprintf(stderr, "flashattn bench: %s\n",
                 s ? flashattn_last_error() : "no memory for the flash workspace");
         rc = 1;
         goto done;
     }
-    row->workspace_bytes = x.ws_bytes;
-    row->flash_ms = bench_time_ms(run_flash, &x, o->reps);
+    if (o->causal) {
+        if (time_causal_pair(&x, o->reps, &row->flash_ms, &row->noncausal_ms)) row->flash_ms = -1.0;
+    } else {
+        row->flash_ms = bench_time_ms(run_flash, &x, o->reps);
+    }
     free(x.ws);
     x.ws = NULL;
     if (row->flash_ms < 0) {
@@ -135,6 +172,9 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
         rc = 1;
         goto done;
     }
+    if (row->noncausal_ms > 0)
+        snprintf(row->note, sizeof row->note, "non-causal %.3f ms, causal/non-causal %.2f",
+                 row->noncausal_ms, row->flash_ms / row->noncausal_ms);
 
     if (o->standard) {
         flashattn_tensor o_flash = x.o;

@@ -51,6 +51,8 @@ static void usage(FILE *f) {
             "Defaults: --seq 512,1024,2048,4096,8192 (seq_k = seq_q), batch 1, heads 8,\n"
             "heads_kv = heads, head_dim 128, f32, 5 reps (medians, after a warm-up run).\n"
             "--seq-k: one value for every row, or one per --seq value.\n"
+            "--causal (forward): the unmasked call is timed too, alternating with the causal\n"
+            "one, and the row gives causal/non-causal (JSON: noncausal_ms, causal_over_noncausal).\n"
             "Modes: ");
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         fprintf(f, "%s%s (%s%s)", i ? ", " : "", modes[i].flag, modes[i].what,
@@ -262,6 +264,10 @@ static void print_json(const bench_opts *o, const bench_mode *m, const bench_row
         fa_json_num("bwd_gflops", gf, 1);
         fa_json_num("fwd_ms", r->fwd_ms, 1);
         fa_json_num("bwd_over_fwd", r->flash_ms / r->fwd_ms, r->fwd_ms > 0);
+    }
+    if (r->noncausal_ms >= 0) {
+        fa_json_num("noncausal_ms", r->noncausal_ms, 1);
+        fa_json_num("causal_over_noncausal", r->flash_ms / r->noncausal_ms, r->noncausal_ms > 0);
     }
     printf(", \"peak_scaled\": %s", pk->scaled ? "true" : "false");
     fa_json_size("workspace_bytes", r->workspace_bytes, 1);
