@@ -21,6 +21,6 @@ void fa_gemm_nt_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const
                      flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf);
 void fa_gemm_rows_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                        flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
-                      int64_t pf);
+                       int64_t pf);
 
 #endif
