@@ -44,7 +44,9 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     float *ls = mx + round16((size_t)bm);
 
     for (int r = 0; r < m; r++) {
-        kern->load(qt + r * d, fa_row_ptr(pb->q, b, i0 + r, h), pb->q->dtype, d, pb->scale_log2);
+        const void *qrow = fa_row_ptr(pb->q, b, i0 + r, h);
+        fa_prefetch_rows_ahead(pb->q, qrow, FA_ROW_AHEAD);
+        kern->load(qt + r * d, qrow, pb->q->dtype, d, pb->scale_log2);
         mx[r] = -INFINITY;
         ls[r] = 0.0f;
     }

@@ -24,7 +24,9 @@ void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t 
                int64_t j0, int64_t j1, float *dst, float *tmp) {
     const int64_t d = pb->head_dim, dp = pb->head_dim_pad, sk = pb->seq_k, nr = kern->nr;
     for (int64_t j = j0; j < j1; j++) {
-        kern->load(tmp, fa_row_ptr(pb->v, b, j, hk), pb->v->dtype, d, 1.0f);
+        const void *vrow = fa_row_ptr(pb->v, b, j, hk);
+        fa_prefetch_rows_ahead(pb->v, vrow, FA_ROW_AHEAD);
+        kern->load(tmp, vrow, pb->v->dtype, d, 1.0f);
         if (dp > d) memset(tmp + d, 0, (size_t)(dp - d) * sizeof(float));
         for (int64_t c = 0; c < dp; c += nr) {
             const int64_t w = dp - c < nr ? dp - c : nr;
