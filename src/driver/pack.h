@@ -10,7 +10,7 @@
 /* Address of row (b, s, h) of a tensor. */
 static inline const void *fa_row_ptr(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h) {
     int64_t off = b * t->stride_batch + s * t->stride_seq + h * t->stride_head;
-    return (const char *)t->data + off * (int64_t)(t->dtype == FLASHATTN_F32 ? 4 : 2);
+    return (const char *)t->data + off * fa_dtype_bytes(t->dtype);
 }
 
 /* Rows of a [batch, seq, heads, dim] tensor lie heads * dim elements
@@ -25,7 +25,7 @@ static inline const void *fa_row_ptr(const flashattn_tensor *t, int64_t b, int64
 #define FA_ROW_AHEAD 4
 
 static inline void fa_prefetch_rows_ahead(const flashattn_tensor *t, const void *row, int64_t ahead) {
-    const int64_t es = t->dtype == FLASHATTN_F32 ? 4 : 2;
+    const int64_t es = fa_dtype_bytes(t->dtype);
     const int64_t off = ahead * t->stride_seq * es, bytes = t->head_dim * es;
     for (int64_t x = 0; x < bytes; x += 64) fa_prefetch(row, off + x);
 }
