@@ -59,29 +59,36 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
      * P V (acc starts at +0 and is never -0). A row's result therefore
      * depends only on block_n, never on block_m or on its strip. */
     const int64_t j_lo = fa_key_lo(pb, i0), j_end = fa_key_end(pb, i1 - 1);
+    /* Each strip's column count in the current kv-block, worked out once
+     * per block rather than in each of the loops below (at short
+     * sequences those recomputations cost as much as the softmax). At most
+     * one strip per row: block_m <= FA_MAX_BLOCK. */
+    int32_t cols[FA_MAX_BLOCK];
+    const int strips = (m + mr - 1) / mr;
     for (int64_t j0 = j_lo / bn * bn; j0 < j_end; j0 += bn) {
         const int64_t j1 = j0 + bn < pb->seq_k ? j0 + bn : pb->seq_k;
         int64_t ncols_max = 0;
-        for (int r0 = 0; r0 < m; r0 += mr) {
-            const int64_t nc = strip_cols(pb, i0 + r0, i0 + r0 + (m - r0 < mr ? m - r0 : mr), j0, j1);
-            if (nc > ncols_max) ncols_max = nc;
+        for (int s = 0; s < strips; s++) {
+            const int r0 = s * mr, mm = m - r0 < mr ? m - r0 : mr;
+            cols[s] = (int32_t)strip_cols(pb, i0 + r0, i0 + r0 + mm, j0, j1);
+            if (cols[s] > ncols_max) ncols_max = cols[s];
         }
         /* S = Q K^T over whole nr-key panels, each panel for the strips
          * that need it; zero-padded keys give S = 0 in columns past a
          * strip's count, which nothing below reads. */
         for (int64_t c = 0; c < ncols_max; c += nr) {
             const float *panel = kp + (j0 + c) / nr * nr * d;
-            for (int r0 = 0; r0 < m; r0 += mr) {
-                const int mm = m - r0 < mr ? m - r0 : mr;
-                const int64_t nc16 = (int64_t)round16((size_t)strip_cols(pb, i0 + r0, i0 + r0 + mm, j0, j1));
+            for (int s = 0; s < strips; s++) {
+                const int r0 = s * mr, mm = m - r0 < mr ? m - r0 : mr;
+                const int64_t nc16 = (int64_t)round16((size_t)cols[s]);
                 if (c >= nc16) continue;
                 const int n = (int)(nc16 - c < nr ? nc16 - c : nr);
                 kern->gemm(mm, n, d, qt + r0 * d, d, panel, nr, st + r0 * bn + c, bn, 0);
             }
         }
-        for (int r0 = 0; r0 < m; r0 += mr) {
-            const int mm = m - r0 < mr ? m - r0 : mr;
-            const int64_t ncols = strip_cols(pb, i0 + r0, i0 + r0 + mm, j0, j1);
+        for (int s = 0; s < strips; s++) {
+            const int r0 = s * mr, mm = m - r0 < mr ? m - r0 : mr;
+            const int64_t ncols = cols[s];
             if (!ncols) continue;
             /* The strip's first block overwrites acc, so acc needs no clearing. */
             const int first = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
@@ -94,12 +101,11 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
         /* acc (+)= P V, each strip over its own columns. */
         for (int64_t c = 0; c < dp; c += nr) {
             const int n = (int)(dp - c < nr ? dp - c : nr);
-            for (int r0 = 0; r0 < m; r0 += mr) {
-                const int mm = m - r0 < mr ? m - r0 : mr;
-                const int64_t ncols = strip_cols(pb, i0 + r0, i0 + r0 + mm, j0, j1);
-                if (!ncols) continue;
+            for (int s = 0; s < strips; s++) {
+                const int r0 = s * mr, mm = m - r0 < mr ? m - r0 : mr;
+                if (!cols[s]) continue;
                 const int first = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
-                kern->gemm(mm, n, ncols, st + r0 * bn, bn,
+                kern->gemm(mm, n, cols[s], st + r0 * bn, bn,
                            vp + c * pb->seq_k + j0 * n, n, acc + r0 * dp + c, dp, !first);
             }
         }

@@ -76,6 +76,7 @@ static void tuned_tiles(const fa_problem *pb, const flashattn_params *p, const f
     fa_tune_key key;
     char why[96];
     *bm = *bn = 0;
+    if (!fa_tune_file_named()) return;
     fa_tune_key_make(&key, kern->isa, pb->head_dim, pb->q->dtype, p->causal);
     if (!fa_tune_lookup(&key, bm, bn)) return;
     const char *bad_m = tile_problem(*bm, 0, kern, why, sizeof why);

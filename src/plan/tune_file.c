@@ -199,6 +199,11 @@ static void load_locked(const char *path) {
     free(text);
 }
 
+int fa_tune_file_named(void) {
+    const char *path = getenv("FLASHATTN_TUNE_FILE");
+    return path && path[0];
+}
+
 int fa_tune_lookup(const fa_tune_key *key, int *block_m, int *block_n) {
     const char *path = getenv("FLASHATTN_TUNE_FILE");
     if (!path || !path[0]) return 0;

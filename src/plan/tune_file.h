@@ -50,6 +50,11 @@ void fa_tune_key_make(fa_tune_key *key, const char *isa, int64_t head_dim, flash
 int fa_tune_parse(const char *text, size_t len, fa_tune_entry *out, int max, int *n, char *why,
                   size_t why_n);
 
+/* Whether FLASHATTN_TUNE_FILE names a file (set and not empty): planners
+ * skip building a key when it does not (that key costs as much as the
+ * rest of a short call's planning). */
+int fa_tune_file_named(void);
+
 /* Tiles stored for key in the file FLASHATTN_TUNE_FILE names: returns 1
  * and sets *block_m, *block_n; 0 when the variable is unset or empty, the
  * file has no entry for key, or the file is unusable (a warning is then
