@@ -54,8 +54,18 @@ int bench_bwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
  * against the read bandwidth), so it takes the command line whole. */
 int bench_decode_cmd(int argc, char **argv);
 
-/* Median milliseconds of `reps` timed calls of fn(ctx) after one warm-up;
- * fn returns 0 on success; a failure gives -1. */
-double bench_time_ms(int (*fn)(void *ctx), void *ctx, int reps);
+/* Calls compared with each other: timed in turn, one round of each per
+ * repetition (after one warm-up round), so that all of them see the same
+ * moments of a shared machine and their ratios (speed-up, causal over
+ * non-causal, backward over forward) are not one call's quiet minute
+ * against another's busy one. ms is the median, or -1 for a call that
+ * failed (it is left out of the rounds after its failure). */
+typedef struct {
+    int (*fn)(void *ctx);
+    void *ctx;
+    double ms;
+} bench_call;
+
+void bench_time_together(bench_call *calls, int n, int reps);
 
 #endif

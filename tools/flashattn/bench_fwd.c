@@ -2,6 +2,9 @@
  * The forward mode of `flashattn bench`: flashattn_fwd (two-phase, with a
  * preallocated workspace) against standard attention on the library's own
  * kernels, and on cblas_sgemm where the build has it, on the same inputs.
+ * The calls of a row are timed in turn, one of each per round, so the
+ * speed-up is a ratio of calls made at the same moments (on a shared VM
+ * the same binary moves 20-40% from one minute to the next).
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,47 +24,29 @@ typedef struct {
     flashattn_params p;
     void *ws;
     size_t ws_bytes;
+    char err[256]; /* why the call failed, kept before later calls run */
 } fwd_ctx;
+
+static int failed(fwd_ctx *x, flashattn_status s) {
+    if (s != FLASHATTN_OK) snprintf(x->err, sizeof x->err, "%s", flashattn_last_error());
+    return s != FLASHATTN_OK;
+}
 
 static int run_flash(void *c) {
     fwd_ctx *x = c;
-    return flashattn_fwd(&x->q, &x->k, &x->v, &x->o, NULL, &x->p, x->ws, x->ws_bytes) != FLASHATTN_OK;
-}
-
-/* Median times of the causal call and the same call without the mask,
- * alternating (one warm-up of each first), so both see the same moments
- * of a shared machine: the ratio is what --causal reports. The causal
- * call goes last, so x->o ends with its result. 0, or -1 when a call
- * failed. */
-static int time_causal_pair(fwd_ctx *x, int reps, double *causal_ms, double *plain_ms) {
-    double tc[1000], tn[1000];
-    for (int r = -1; r < reps; r++)
-        for (int causal = 0; causal <= 1; causal++) {
-            x->p.causal = causal;
-            const double t0 = fa_cli_seconds();
-            if (run_flash(x)) {
-                x->p.causal = 1;
-                return -1;
-            }
-            const double ms = 1e3 * (fa_cli_seconds() - t0);
-            if (r >= 0) (causal ? tc : tn)[r] = ms;
-        }
-    x->p.causal = 1;
-    *causal_ms = fa_cli_median(tc, reps);
-    *plain_ms = fa_cli_median(tn, reps);
-    return 0;
+    return failed(x, flashattn_fwd(&x->q, &x->k, &x->v, &x->o, NULL, &x->p, x->ws, x->ws_bytes));
 }
 
 static int run_standard(void *c) {
     fwd_ctx *x = c;
-    return fa_standard_fwd(&x->q, &x->k, &x->v, &x->o, &x->p, fa_active_kernels(), x->ws,
-                           x->ws_bytes) != FLASHATTN_OK;
+    return failed(x, fa_standard_fwd(&x->q, &x->k, &x->v, &x->o, &x->p, fa_active_kernels(), x->ws,
+                                     x->ws_bytes));
 }
 
 static int run_cblas(void *c) {
     fwd_ctx *x = c;
-    return fa_standard_cblas_fwd(&x->q, &x->k, &x->v, &x->o, &x->p, fa_active_kernels(), x->ws,
-                                 x->ws_bytes) != FLASHATTN_OK;
+    return failed(x, fa_standard_cblas_fwd(&x->q, &x->k, &x->v, &x->o, &x->p, fa_active_kernels(),
+                                           x->ws, x->ws_bytes));
 }
 
 static flashattn_tensor alloc_bshd(flashattn_dtype dt, int64_t b, int64_t s, int64_t h, int64_t d) {
@@ -99,32 +84,27 @@ static void add_note(bench_row *row, const char *name, const char *why) {
     snprintf(row->note + n, sizeof row->note - n, "%s%s: %s", n ? "; " : "", name, why);
 }
 
-/* Time one baseline into its own output; its time stays < 0 when it is
- * not run, with the reason in row->note. */
-static double time_baseline(fwd_ctx *x, int (*run)(void *), size_t bytes, const bench_opts *o,
-                            const char *name, bench_row *row) {
+/* A baseline's workspace, allocated for the timed rounds: 0, or -1 when
+ * it is not run, with the reason in row->note. */
+static int prepare_baseline(fwd_ctx *x, size_t bytes, const char *name, bench_row *row) {
     char why[64];
+    x->ws = NULL;
     if (bytes > BENCH_STANDARD_LIMIT) {
         snprintf(why, sizeof why, "needs %.1f GiB", (double)bytes / (1 << 30));
         add_note(row, name, why);
-        return -1.0;
+        return -1;
     }
     x->ws_bytes = bytes;
-    x->ws = malloc(bytes);
-    if (!x->ws) {
+    if (!(x->ws = malloc(bytes ? bytes : 1))) {
         snprintf(why, sizeof why, "no memory for %zu bytes", bytes);
         add_note(row, name, why);
-        return -1.0;
+        return -1;
     }
-    double ms = bench_time_ms(run, x, o->reps);
-    if (ms < 0) add_note(row, name, flashattn_last_error());
-    free(x->ws);
-    x->ws = NULL;
-    return ms;
+    return 0;
 }
 
 int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row) {
-    fwd_ctx x;
+    fwd_ctx x, plain, std_x, cblas_x;
     int rc = 0;
     uint64_t seed = 0x5eed;
     memset(&x, 0, sizeof x);
@@ -135,7 +115,10 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     x.k = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
     x.v = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
     x.o = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
+    /* every call compared writes its own output */
     flashattn_tensor o_std = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
+    flashattn_tensor o_plain = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
+    flashattn_tensor o_cblas = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
     fa_fill_normal(&x.q, &seed, 1.0);
     fa_fill_normal(&x.k, &seed, 1.0);
     fa_fill_normal(&x.v, &seed, 1.0);
@@ -143,15 +126,17 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     x.p.causal = o->causal;
     x.p.num_threads = o->threads;
     row->flops = 4.0 * (double)o->batch * (double)o->heads * visible_pairs(&x) * (double)o->head_dim;
+    plain = std_x = cblas_x = x;
+    plain.o = o_plain, plain.p.causal = 0;
+    std_x.o = o_std, std_x.ws = NULL;
+    cblas_x.o = o_cblas, cblas_x.ws = NULL;
 
     flashattn_status s = flashattn_fwd_workspace_size(&x.q, &x.k, &x.v, &x.o, NULL, &x.p, &x.ws_bytes);
     size_t plain_bytes = 0;
-    if (s == FLASHATTN_OK && o->causal) {
+    if (s == FLASHATTN_OK && o->causal)
         /* the unmasked call may plan other tiles: room for both */
-        x.p.causal = 0;
-        s = flashattn_fwd_workspace_size(&x.q, &x.k, &x.v, &x.o, NULL, &x.p, &plain_bytes);
-        x.p.causal = 1;
-    }
+        s = flashattn_fwd_workspace_size(&plain.q, &plain.k, &plain.v, &plain.o, NULL, &plain.p,
+                                         &plain_bytes);
     if (s == FLASHATTN_OK) row->workspace_bytes = x.ws_bytes;
     if (plain_bytes > x.ws_bytes) x.ws_bytes = plain_bytes;
     if (s != FLASHATTN_OK || !(x.ws = malloc(x.ws_bytes ? x.ws_bytes : 1))) {
@@ -160,45 +145,62 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
         rc = 1;
         goto done;
     }
-    if (o->causal) {
-        if (time_causal_pair(&x, o->reps, &row->flash_ms, &row->noncausal_ms)) row->flash_ms = -1.0;
-    } else {
-        row->flash_ms = bench_time_ms(run_flash, &x, o->reps);
+    plain.ws = x.ws, plain.ws_bytes = x.ws_bytes;
+
+    /* Flash, the unmasked flash call under --causal, and the baselines,
+     * timed in turn round by round: the ratios the row reports compare
+     * calls made at the same moments. */
+    bench_call calls[4];
+    int n = 0, at_plain = -1, at_std = -1, at_cblas = -1;
+    calls[n++] = (bench_call){run_flash, &x, -1.0};
+    if (o->causal) at_plain = n, calls[n++] = (bench_call){run_flash, &plain, -1.0};
+    if (o->standard) {
+        size_t bytes = 0;
+        if (fa_standard_workspace_size(&x.q, &x.k, &x.v, &o_std, &x.p, fa_active_kernels(), &bytes) !=
+            FLASHATTN_OK)
+            add_note(row, "standard", flashattn_last_error());
+        else if (row->standard_bytes = bytes, !prepare_baseline(&std_x, bytes, "standard", row))
+            at_std = n, calls[n++] = (bench_call){run_standard, &std_x, -1.0};
+        if (fa_standard_cblas_name()) {
+            if (fa_standard_cblas_workspace_size(&x.q, &x.k, &x.v, &o_cblas, &x.p, &bytes) != FLASHATTN_OK)
+                add_note(row, "cblas", flashattn_last_error());
+            else if (row->cblas_bytes = bytes, !prepare_baseline(&cblas_x, bytes, "cblas", row))
+                at_cblas = n, calls[n++] = (bench_call){run_cblas, &cblas_x, -1.0};
+        }
     }
-    free(x.ws);
-    x.ws = NULL;
-    if (row->flash_ms < 0) {
-        fprintf(stderr, "flashattn bench: flashattn_fwd failed: %s\n", flashattn_last_error());
+    bench_time_together(calls, n, o->reps);
+    row->flash_ms = calls[0].ms;
+    if (row->flash_ms < 0 || (at_plain >= 0 && calls[at_plain].ms < 0)) {
+        fprintf(stderr, "flashattn bench: flashattn_fwd failed: %s\n",
+                row->flash_ms < 0 ? x.err : plain.err);
+        row->flash_ms = -1.0;
         rc = 1;
         goto done;
     }
-    if (row->noncausal_ms > 0)
+    if (at_plain >= 0) {
+        row->noncausal_ms = calls[at_plain].ms;
         snprintf(row->note, sizeof row->note, "non-causal %.3f ms, causal/non-causal %.2f",
                  row->noncausal_ms, row->flash_ms / row->noncausal_ms);
-
-    if (o->standard) {
-        flashattn_tensor o_flash = x.o;
-        x.o = o_std;
-        if (fa_standard_workspace_size(&x.q, &x.k, &x.v, &x.o, &x.p, fa_active_kernels(),
-                                       &row->standard_bytes) == FLASHATTN_OK)
-            row->standard_ms = time_baseline(&x, run_standard, row->standard_bytes, o, "standard", row);
-        else
-            add_note(row, "standard", flashattn_last_error());
-        if (row->standard_ms >= 0) row->max_abs_diff = max_abs_diff(&o_flash, &o_std);
-        if (fa_standard_cblas_name()) {
-            if (fa_standard_cblas_workspace_size(&x.q, &x.k, &x.v, &x.o, &x.p, &row->cblas_bytes) ==
-                FLASHATTN_OK)
-                row->cblas_ms = time_baseline(&x, run_cblas, row->cblas_bytes, o, "cblas", row);
-            else
-                add_note(row, "cblas", flashattn_last_error());
-        }
-        x.o = o_flash;
+    }
+    if (at_std >= 0) {
+        row->standard_ms = calls[at_std].ms;
+        if (row->standard_ms < 0) add_note(row, "standard", std_x.err);
+        else row->max_abs_diff = max_abs_diff(&x.o, &o_std);
+    }
+    if (at_cblas >= 0) {
+        row->cblas_ms = calls[at_cblas].ms;
+        if (row->cblas_ms < 0) add_note(row, "cblas", cblas_x.err);
     }
 done:
+    free(x.ws);
+    free(std_x.ws);
+    free(cblas_x.ws);
     free(x.q.data);
     free(x.k.data);
     free(x.v.data);
     free(x.o.data);
     free(o_std.data);
+    free(o_plain.data);
+    free(o_cblas.data);
     return rc;
 }

@@ -51,8 +51,11 @@ static void usage(FILE *f) {
             "Defaults: --seq 512,1024,2048,4096,8192 (seq_k = seq_q), batch 1, heads 8,\n"
             "heads_kv = heads, head_dim 128, f32, 5 reps (medians, after a warm-up run).\n"
             "--seq-k: one value for every row, or one per --seq value.\n"
-            "--causal (forward): the unmasked call is timed too, alternating with the causal\n"
-            "one, and the row gives causal/non-causal (JSON: noncausal_ms, causal_over_noncausal).\n"
+            "A row's calls (flash, standard, cblas; --causal: also the unmasked flash call;\n"
+            "--bwd: the forward and the backward) are timed in turn, one of each per round, so\n"
+            "their ratios compare the same moments of the machine.\n"
+            "--causal (forward): the row gives causal/non-causal (JSON: noncausal_ms,\n"
+            "causal_over_noncausal).\n"
             "Modes: ");
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         fprintf(f, "%s%s (%s%s)", i ? ", " : "", modes[i].flag, modes[i].what,
@@ -145,15 +148,25 @@ static int parse_args(int argc, char **argv, bench_opts *o, const bench_mode **m
     return 0;
 }
 
-double bench_time_ms(int (*fn)(void *ctx), void *ctx, int reps) {
-    double t[1000];
-    if (fn(ctx)) return -1.0; /* warm-up: page faults, caches, thread start */
-    for (int r = 0; r < reps; r++) {
-        double t0 = fa_cli_seconds();
-        if (fn(ctx)) return -1.0;
-        t[r] = 1e3 * (fa_cli_seconds() - t0);
-    }
-    return fa_cli_median(t, reps);
+#define BENCH_MAX_CALLS 8
+
+void bench_time_together(bench_call *calls, int n, int reps) {
+    static double t[BENCH_MAX_CALLS][1000];
+    int failed[BENCH_MAX_CALLS] = {0};
+    if (n > BENCH_MAX_CALLS) n = BENCH_MAX_CALLS;
+    if (reps > 1000) reps = 1000;
+    /* round -1 is the warm-up: page faults, caches, thread start */
+    for (int r = -1; r < reps; r++)
+        for (int i = 0; i < n; i++) {
+            if (failed[i]) continue;
+            const double t0 = fa_cli_seconds();
+            if (calls[i].fn(calls[i].ctx)) {
+                failed[i] = 1;
+                continue;
+            }
+            if (r >= 0) t[i][r] = 1e3 * (fa_cli_seconds() - t0);
+        }
+    for (int i = 0; i < n; i++) calls[i].ms = failed[i] ? -1.0 : fa_cli_median(t[i], reps);
 }
 
 /* Extra peak measurements when the threads did not scale. */
