@@ -8,13 +8,13 @@ run() { echo; echo "\$ flashattn $*"; "$FA" "$@" 2>&1; }
 uptime
 run info
 run peak
-run bench --seq 16,32,512,1024,2048,4096 --threads 1 --reps 3
-run bench --seq 16,32,512,1024,2048,4096 --threads 2 --reps 3
+run bench --seq 16,32,512,1024,2048,4096 --threads 1 --reps 5
+run bench --seq 16,32,512,1024,2048,4096 --threads 2 --reps 5
 run bench --seq 1024,4096 --threads 1 --reps 3 --causal
 run bench --seq 1024,4096 --threads 1 --reps 3 --dtype f16
 run bench --seq 1024,4096 --threads 1 --reps 3 --dtype bf16
 run bench --seq 512,4096 --threads 1 --reps 3 --head-dim 64
-run bench --bwd --seq 1024,4096 --threads 1 --reps 2
+run bench --bwd --seq 1024,4096 --threads 1 --reps 3
 run bench --decode --kv-len 32768 --reps 5
 run bench --decode --kv-len 32768 --batch 8 --page-size 64 --reps 3
 uptime
