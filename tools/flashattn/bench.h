@@ -54,12 +54,12 @@ int bench_bwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
  * against the read bandwidth), so it takes the command line whole. */
 int bench_decode_cmd(int argc, char **argv);
 
-/* Calls compared with each other: timed in turn, one round of each per
- * repetition (after one warm-up round), so that all of them see the same
- * moments of a shared machine and their ratios (speed-up, causal over
- * non-causal, backward over forward) are not one call's quiet minute
- * against another's busy one. ms is the median, or -1 for a call that
- * failed (it is left out of the rounds after its failure). */
+/* Calls compared with each other: timed in turn, one of each per round
+ * (after a warm-up round in order; odd rounds in reverse order), so that
+ * all of them see the same moments of a shared machine and their ratios
+ * (speed-up, causal over non-causal, backward over forward) are not one
+ * call's quiet minute against another's busy one. ms is the median, or -1
+ * for a call that failed (it is left out of the rounds after its failure). */
 typedef struct {
     int (*fn)(void *ctx);
     void *ctx;

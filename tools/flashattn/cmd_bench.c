@@ -155,9 +155,14 @@ void bench_time_together(bench_call *calls, int n, int reps) {
     int failed[BENCH_MAX_CALLS] = {0};
     if (n > BENCH_MAX_CALLS) n = BENCH_MAX_CALLS;
     if (reps > 1000) reps = 1000;
-    /* round -1 is the warm-up: page faults, caches, thread start */
+    /* Round -1 is the warm-up (page faults, caches, thread start), in
+     * order: a later call may need an earlier one's output, as the
+     * backward needs the forward's. Odd rounds go in reverse order, so no
+     * call always follows the same one (the first of a round finds the
+     * caches as the last one left them). */
     for (int r = -1; r < reps; r++)
-        for (int i = 0; i < n; i++) {
+        for (int k = 0; k < n; k++) {
+            const int i = r > 0 && r % 2 ? n - 1 - k : k;
             if (failed[i]) continue;
             const double t0 = fa_cli_seconds();
             if (calls[i].fn(calls[i].ctx)) {
