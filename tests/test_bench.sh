@@ -59,10 +59,15 @@ assert abs(r['flash_gflops'] * r['flash_ms'] * 1e6 - want) <= 1e-4 * want, r
 assert r['noncausal_ms'] > 0, r
 assert abs(r['causal_over_noncausal'] - r['flash_ms'] / r['noncausal_ms']) <= 1e-6 * r['causal_over_noncausal'], r
 # the sanity check compared the causal result (the last call) with the causal standard
-assert 0 <= r['max_abs_diff'] < 0.05, r"
-check "bench non-causal rows have no causal ratio" python3 -c "
+assert 0 <= r['max_abs_diff'] < 0.05, r
+# the same causal call on f32 copies of the inputs, timed alternately, and the speed ratio
+assert r['f32_ms'] > 0, r
+assert abs(r['speed_vs_f32'] - r['f32_ms'] / r['flash_ms']) <= 1e-6 * r['speed_vs_f32'], r
+assert 'f32 inputs' in r['note'], r"
+check "bench f32 non-causal rows have no causal or f32 ratio" python3 -c "
 import json; rows = [json.loads(l) for l in open('$tmp/b1.json') if l.strip()]
-assert all('noncausal_ms' not in r and 'causal_over_noncausal' not in r for r in rows), rows"
+assert all('noncausal_ms' not in r and 'causal_over_noncausal' not in r for r in rows), rows
+assert all('f32_ms' not in r and 'speed_vs_f32' not in r for r in rows), rows"
 check "bench --no-standard" bash -c "'$cli' bench --json --no-standard --seq 20 --heads 2 --head-dim 8 --reps 1 | python3 -c '
 import json, sys; r = json.loads(sys.stdin.read())
 assert r[\"standard_ms\"] is None and r[\"speedup\"] is None and r[\"flash_ms\"] > 0, r'"

@@ -37,6 +37,8 @@ typedef struct {
     size_t cblas_bytes;
     double max_abs_diff;         /* |flash - standard| over O: a sanity check, < 0 if not run */
     double fwd_ms;               /* --bwd: the forward of the same shape, same run */
+    double f32_ms;               /* --dtype f16/bf16: the same forward on f32 copies of the
+                                    inputs, its calls alternating with the row's; < 0 if not run */
     double noncausal_ms;         /* --causal: the same forward without the mask, its calls
                                     alternating with the causal ones; < 0 if not run */
     char note[256];

@@ -78,6 +78,17 @@ static double max_abs_diff(const flashattn_tensor *a, const flashattn_tensor *b)
     return m;
 }
 
+/* An f32 copy of t (widening f16 and bf16 is exact). */
+static flashattn_tensor f32_copy(const flashattn_tensor *t) {
+    flashattn_tensor c = alloc_bshd(FLASHATTN_F32, t->batch, t->seqlen, t->heads, t->head_dim);
+    float *x = c.data;
+    for (int64_t b = 0; b < t->batch; b++)
+        for (int64_t s = 0; s < t->seqlen; s++)
+            for (int64_t h = 0; h < t->heads; h++)
+                for (int64_t d = 0; d < t->head_dim; d++) *x++ = (float)fa_tensor_get(t, b, s, h, d);
+    return c;
+}
+
 /* Why a baseline did not run, appended to the row's note. */
 static void add_note(bench_row *row, const char *name, const char *why) {
     size_t n = strlen(row->note);
@@ -104,13 +115,13 @@ static int prepare_baseline(fwd_ctx *x, size_t bytes, const char *name, bench_ro
 }
 
 int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row) {
-    fwd_ctx x, plain, std_x, cblas_x;
+    fwd_ctx x, plain, std_x, cblas_x, f32_x;
     int rc = 0;
     uint64_t seed = 0x5eed;
     memset(&x, 0, sizeof x);
     memset(row, 0, sizeof *row);
     row->seq_q = seq_q, row->seq_k = seq_k;
-    row->standard_ms = row->cblas_ms = row->max_abs_diff = row->noncausal_ms = -1.0;
+    row->standard_ms = row->cblas_ms = row->max_abs_diff = row->noncausal_ms = row->f32_ms = -1.0;
     x.q = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
     x.k = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
     x.v = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
@@ -126,10 +137,16 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     x.p.causal = o->causal;
     x.p.num_threads = o->threads;
     row->flops = 4.0 * (double)o->batch * (double)o->heads * visible_pairs(&x) * (double)o->head_dim;
-    plain = std_x = cblas_x = x;
+    plain = std_x = cblas_x = f32_x = x;
     plain.o = o_plain, plain.p.causal = 0;
     std_x.o = o_std, std_x.ws = NULL;
     cblas_x.o = o_cblas, cblas_x.ws = NULL;
+    f32_x.ws = NULL;
+    const int half = o->dtype != FLASHATTN_F32;
+    if (half) {
+        f32_x.q = f32_copy(&x.q), f32_x.k = f32_copy(&x.k), f32_x.v = f32_copy(&x.v);
+        f32_x.o = alloc_bshd(FLASHATTN_F32, o->batch, seq_q, o->heads, o->head_dim);
+    }
 
     flashattn_status s = flashattn_fwd_workspace_size(&x.q, &x.k, &x.v, &x.o, NULL, &x.p, &x.ws_bytes);
     size_t plain_bytes = 0;
@@ -146,14 +163,23 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
         goto done;
     }
     plain.ws = x.ws, plain.ws_bytes = x.ws_bytes;
+    if (half && (flashattn_fwd_workspace_size(&f32_x.q, &f32_x.k, &f32_x.v, &f32_x.o, NULL, &f32_x.p,
+                                              &f32_x.ws_bytes) != FLASHATTN_OK ||
+                 !(f32_x.ws = malloc(f32_x.ws_bytes ? f32_x.ws_bytes : 1)))) {
+        fprintf(stderr, "flashattn bench: the f32 comparison: %s\n",
+                f32_x.ws_bytes ? "no memory for its workspace" : flashattn_last_error());
+        rc = 1;
+        goto done;
+    }
 
     /* Flash, the unmasked flash call under --causal, and the baselines,
      * timed in turn round by round: the ratios the row reports compare
      * calls made at the same moments. */
-    bench_call calls[4];
-    int n = 0, at_plain = -1, at_std = -1, at_cblas = -1;
+    bench_call calls[5];
+    int n = 0, at_plain = -1, at_f32 = -1, at_std = -1, at_cblas = -1;
     calls[n++] = (bench_call){run_flash, &x, -1.0};
     if (o->causal) at_plain = n, calls[n++] = (bench_call){run_flash, &plain, -1.0};
+    if (half) at_f32 = n, calls[n++] = (bench_call){run_flash, &f32_x, -1.0};
     if (o->standard) {
         size_t bytes = 0;
         if (fa_standard_workspace_size(&x.q, &x.k, &x.v, &o_std, &x.p, fa_active_kernels(), &bytes) !=
@@ -170,9 +196,10 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     }
     bench_time_together(calls, n, o->reps);
     row->flash_ms = calls[0].ms;
-    if (row->flash_ms < 0 || (at_plain >= 0 && calls[at_plain].ms < 0)) {
+    if (row->flash_ms < 0 || (at_plain >= 0 && calls[at_plain].ms < 0) ||
+        (at_f32 >= 0 && calls[at_f32].ms < 0)) {
         fprintf(stderr, "flashattn bench: flashattn_fwd failed: %s\n",
-                row->flash_ms < 0 ? x.err : plain.err);
+                row->flash_ms < 0 ? x.err : at_plain >= 0 && calls[at_plain].ms < 0 ? plain.err : f32_x.err);
         row->flash_ms = -1.0;
         rc = 1;
         goto done;
@@ -181,6 +208,12 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
         row->noncausal_ms = calls[at_plain].ms;
         snprintf(row->note, sizeof row->note, "non-causal %.3f ms, causal/non-causal %.2f",
                  row->noncausal_ms, row->flash_ms / row->noncausal_ms);
+    }
+    if (at_f32 >= 0) {
+        char buf[96];
+        row->f32_ms = calls[at_f32].ms;
+        snprintf(buf, sizeof buf, "%.3f ms, speed vs f32 %.2fx", row->f32_ms, row->f32_ms / row->flash_ms);
+        add_note(row, "f32 inputs", buf);
     }
     if (at_std >= 0) {
         row->standard_ms = calls[at_std].ms;
@@ -195,6 +228,13 @@ done:
     free(x.ws);
     free(std_x.ws);
     free(cblas_x.ws);
+    free(f32_x.ws);
+    if (half) {
+        free(f32_x.q.data);
+        free(f32_x.k.data);
+        free(f32_x.v.data);
+        free(f32_x.o.data);
+    }
     free(x.q.data);
     free(x.k.data);
     free(x.v.data);

@@ -56,6 +56,8 @@ static void usage(FILE *f) {
             "their ratios compare the same moments of the machine.\n"
             "--causal (forward): the row gives causal/non-causal (JSON: noncausal_ms,\n"
             "causal_over_noncausal).\n"
+            "--dtype f16/bf16 (forward): the same call on f32 copies of the inputs is timed\n"
+            "too, and the row gives the speed against it (JSON: f32_ms, speed_vs_f32).\n"
             "Modes: ");
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         fprintf(f, "%s%s (%s%s)", i ? ", " : "", modes[i].flag, modes[i].what,
@@ -282,6 +284,10 @@ static void print_json(const bench_opts *o, const bench_mode *m, const bench_row
         fa_json_num("bwd_gflops", gf, 1);
         fa_json_num("fwd_ms", r->fwd_ms, 1);
         fa_json_num("bwd_over_fwd", r->flash_ms / r->fwd_ms, r->fwd_ms > 0);
+    }
+    if (r->f32_ms >= 0) {
+        fa_json_num("f32_ms", r->f32_ms, 1);
+        fa_json_num("speed_vs_f32", r->f32_ms / r->flash_ms, r->flash_ms > 0);
     }
     if (r->noncausal_ms >= 0) {
         fa_json_num("noncausal_ms", r->noncausal_ms, 1);
