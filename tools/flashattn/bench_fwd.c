@@ -82,6 +82,7 @@ static double max_abs_diff(const flashattn_tensor *a, const flashattn_tensor *b)
 static flashattn_tensor f32_copy(const flashattn_tensor *t) {
     flashattn_tensor c = alloc_bshd(FLASHATTN_F32, t->batch, t->seqlen, t->heads, t->head_dim);
     float *x = c.data;
+    if (!x) return c;
     for (int64_t b = 0; b < t->batch; b++)
         for (int64_t s = 0; s < t->seqlen; s++)
             for (int64_t h = 0; h < t->heads; h++)
@@ -95,22 +96,33 @@ static void add_note(bench_row *row, const char *name, const char *why) {
     snprintf(row->note + n, sizeof row->note - n, "%s%s: %s", n ? "; " : "", name, why);
 }
 
-/* A baseline's workspace, allocated for the timed rounds: 0, or -1 when
- * it is not run, with the reason in row->note. */
-static int prepare_baseline(fwd_ctx *x, size_t bytes, const char *name, bench_row *row) {
-    char why[64];
+/* A baseline's workspace and output, allocated for the timed rounds: 0,
+ * or -1 when it is not run, with the reason in row->note. The baselines'
+ * workspaces are held at the same time (their calls alternate), so
+ * together they stay within BENCH_STANDARD_LIMIT: *budget is what is left. */
+static int prepare_baseline(fwd_ctx *x, size_t bytes, size_t *budget, const char *name,
+                            bench_row *row) {
+    char why[96];
     x->ws = NULL;
-    if (bytes > BENCH_STANDARD_LIMIT) {
-        snprintf(why, sizeof why, "needs %.1f GiB", (double)bytes / (1 << 30));
+    if (bytes > *budget) {
+        if (*budget < BENCH_STANDARD_LIMIT)
+            snprintf(why, sizeof why, "needs %.1f GiB beside standard's %.1f GiB",
+                     (double)bytes / (1 << 30), (double)(BENCH_STANDARD_LIMIT - *budget) / (1 << 30));
+        else
+            snprintf(why, sizeof why, "needs %.1f GiB", (double)bytes / (1 << 30));
         add_note(row, name, why);
         return -1;
     }
     x->ws_bytes = bytes;
-    if (!(x->ws = malloc(bytes ? bytes : 1))) {
+    x->o = alloc_bshd(x->o.dtype, x->o.batch, x->o.seqlen, x->o.heads, x->o.head_dim);
+    if (!x->o.data || !(x->ws = malloc(bytes ? bytes : 1))) {
         snprintf(why, sizeof why, "no memory for %zu bytes", bytes);
         add_note(row, name, why);
+        free(x->o.data);
+        x->o.data = NULL;
         return -1;
     }
+    *budget -= bytes;
     return 0;
 }
 
@@ -126,10 +138,6 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     x.k = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
     x.v = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
     x.o = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
-    /* every call compared writes its own output */
-    flashattn_tensor o_std = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
-    flashattn_tensor o_plain = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
-    flashattn_tensor o_cblas = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
     fa_fill_normal(&x.q, &seed, 1.0);
     fa_fill_normal(&x.k, &seed, 1.0);
     fa_fill_normal(&x.v, &seed, 1.0);
@@ -137,11 +145,12 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     x.p.causal = o->causal;
     x.p.num_threads = o->threads;
     row->flops = 4.0 * (double)o->batch * (double)o->heads * visible_pairs(&x) * (double)o->head_dim;
+    /* every call compared writes its own output, allocated when it runs */
     plain = std_x = cblas_x = f32_x = x;
-    plain.o = o_plain, plain.p.causal = 0;
-    std_x.o = o_std, std_x.ws = NULL;
-    cblas_x.o = o_cblas, cblas_x.ws = NULL;
-    f32_x.ws = NULL;
+    plain.o.data = std_x.o.data = cblas_x.o.data = f32_x.o.data = NULL;
+    std_x.ws = cblas_x.ws = f32_x.ws = NULL;
+    plain.p.causal = 0;
+    if (o->causal) plain.o = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
     const int half = o->dtype != FLASHATTN_F32;
     if (half) {
         f32_x.q = f32_copy(&x.q), f32_x.k = f32_copy(&x.k), f32_x.v = f32_copy(&x.v);
@@ -163,6 +172,11 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
         goto done;
     }
     plain.ws = x.ws, plain.ws_bytes = x.ws_bytes;
+    if (half && (!f32_x.q.data || !f32_x.k.data || !f32_x.v.data || !f32_x.o.data)) {
+        fprintf(stderr, "flashattn bench: no memory for the f32 copies of the inputs\n");
+        rc = 1;
+        goto done;
+    }
     if (half && (flashattn_fwd_workspace_size(&f32_x.q, &f32_x.k, &f32_x.v, &f32_x.o, NULL, &f32_x.p,
                                               &f32_x.ws_bytes) != FLASHATTN_OK ||
                  !(f32_x.ws = malloc(f32_x.ws_bytes ? f32_x.ws_bytes : 1)))) {
@@ -181,16 +195,16 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     if (o->causal) at_plain = n, calls[n++] = (bench_call){run_flash, &plain, -1.0};
     if (half) at_f32 = n, calls[n++] = (bench_call){run_flash, &f32_x, -1.0};
     if (o->standard) {
-        size_t bytes = 0;
-        if (fa_standard_workspace_size(&x.q, &x.k, &x.v, &o_std, &x.p, fa_active_kernels(), &bytes) !=
+        size_t bytes = 0, budget = BENCH_STANDARD_LIMIT;
+        if (fa_standard_workspace_size(&x.q, &x.k, &x.v, &x.o, &x.p, fa_active_kernels(), &bytes) !=
             FLASHATTN_OK)
             add_note(row, "standard", flashattn_last_error());
-        else if (row->standard_bytes = bytes, !prepare_baseline(&std_x, bytes, "standard", row))
+        else if (row->standard_bytes = bytes, !prepare_baseline(&std_x, bytes, &budget, "standard", row))
             at_std = n, calls[n++] = (bench_call){run_standard, &std_x, -1.0};
         if (fa_standard_cblas_name()) {
-            if (fa_standard_cblas_workspace_size(&x.q, &x.k, &x.v, &o_cblas, &x.p, &bytes) != FLASHATTN_OK)
+            if (fa_standard_cblas_workspace_size(&x.q, &x.k, &x.v, &x.o, &x.p, &bytes) != FLASHATTN_OK)
                 add_note(row, "cblas", flashattn_last_error());
-            else if (row->cblas_bytes = bytes, !prepare_baseline(&cblas_x, bytes, "cblas", row))
+            else if (row->cblas_bytes = bytes, !prepare_baseline(&cblas_x, bytes, &budget, "cblas", row))
                 at_cblas = n, calls[n++] = (bench_call){run_cblas, &cblas_x, -1.0};
         }
     }
@@ -218,7 +232,7 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     if (at_std >= 0) {
         row->standard_ms = calls[at_std].ms;
         if (row->standard_ms < 0) add_note(row, "standard", std_x.err);
-        else row->max_abs_diff = max_abs_diff(&x.o, &o_std);
+        else row->max_abs_diff = max_abs_diff(&x.o, &std_x.o);
     }
     if (at_cblas >= 0) {
         row->cblas_ms = calls[at_cblas].ms;
@@ -239,8 +253,8 @@ done:
     free(x.k.data);
     free(x.v.data);
     free(x.o.data);
-    free(o_std.data);
-    free(o_plain.data);
-    free(o_cblas.data);
+    free(std_x.o.data);
+    free(plain.o.data);
+    free(cblas_x.o.data);
     return rc;
 }
