@@ -22,18 +22,28 @@ typedef struct {
     flashattn_params p;
     void *ws_fwd, *ws_bwd;
     size_t fwd_bytes, bwd_bytes;
+    int have_o;    /* the forward has written O and LSE */
+    char err[256]; /* the first failure's message */
 } bwd_ctx;
+
+static int failed(bwd_ctx *x, flashattn_status s) {
+    if (s != FLASHATTN_OK && !x->err[0]) snprintf(x->err, sizeof x->err, "%s", flashattn_last_error());
+    return s != FLASHATTN_OK;
+}
 
 static int run_fwd(void *c) {
     bwd_ctx *x = c;
-    return flashattn_fwd(&x->q, &x->k, &x->v, &x->o, x->lse, &x->p, x->ws_fwd, x->fwd_bytes) !=
-           FLASHATTN_OK;
+    if (failed(x, flashattn_fwd(&x->q, &x->k, &x->v, &x->o, x->lse, &x->p, x->ws_fwd, x->fwd_bytes)))
+        return 1;
+    x->have_o = 1;
+    return 0;
 }
 
+/* Never on inputs the forward did not write. */
 static int run_bwd(void *c) {
     bwd_ctx *x = c;
-    return flashattn_bwd(&x->q, &x->k, &x->v, &x->o, &x->dout, x->lse, &x->dq, &x->dk, &x->dv,
-                         &x->p, x->ws_bwd, x->bwd_bytes) != FLASHATTN_OK;
+    return !x->have_o || failed(x, flashattn_bwd(&x->q, &x->k, &x->v, &x->o, &x->dout, x->lse, &x->dq,
+                                                 &x->dk, &x->dv, &x->p, x->ws_bwd, x->bwd_bytes));
 }
 
 static flashattn_tensor alloc_bshd(flashattn_dtype dt, int64_t b, int64_t s, int64_t h, int64_t d) {
@@ -100,7 +110,7 @@ int bench_bwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     row->flash_ms = row->fwd_ms < 0 ? -1.0 : calls[1].ms;
     if (row->flash_ms < 0) {
         fprintf(stderr, "flashattn bench: %s failed: %s\n", row->fwd_ms < 0 ? "flashattn_fwd" : "flashattn_bwd",
-                flashattn_last_error());
+                x.err);
         goto done;
     }
     size_t n = strlen(row->note);

@@ -155,6 +155,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, const bench_mode **m
 void bench_time_together(bench_call *calls, int n, int reps) {
     static double t[BENCH_MAX_CALLS][1000];
     int failed[BENCH_MAX_CALLS] = {0};
+    for (int i = BENCH_MAX_CALLS; i < n; i++) calls[i].ms = -1.0; /* more than it times */
     if (n > BENCH_MAX_CALLS) n = BENCH_MAX_CALLS;
     if (reps > 1000) reps = 1000;
     /* Round -1 is the warm-up (page faults, caches, thread start), in
