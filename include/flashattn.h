@@ -34,7 +34,12 @@
  *     of -1 is unbounded; causal is window_right = 0.
  *   - A row that sees no key gets O = 0 and LSE = -inf.
  *   - f16 and bf16 inputs are computed with f32 products, an f32 softmax and
- *     f32 accumulation; O is rounded to its dtype once, at the end.
+ *     f32 accumulation; O is rounded to its dtype once, at the end. One
+ *     exception: on a CPU with AVX512_BF16 (path "avx512bf16"), a forward
+ *     whose q, k and v are all bf16 runs both products on the bf16
+ *     dot-product instruction, so P is rounded to bf16 before P.V (sums
+ *     and softmax still f32), as FlashAttention-2 does on GPUs; its error
+ *     stays within the bound the tests hold every path to.
  *   - Results are bit-identical whatever the thread count.
  */
 #ifndef FLASHATTN_H
@@ -315,9 +320,10 @@ FLASHATTN_API const char *flashattn_last_error(void);
 
 /* "0.1.0" */
 FLASHATTN_API const char *flashattn_version(void);
-/* Name of the kernel path in use: "scalar", "avx2" or "avx512". It is chosen
- * once from CPUID; FLASHATTN_ISA=scalar|avx2|avx512 forces a path (a path the
- * CPU lacks falls back to the best available one). */
+/* Name of the kernel path in use: "scalar", "avx2", "avx512" or "avx512bf16"
+ * (AVX-512 plus the bf16 dot-product instruction). It is chosen once from
+ * CPUID; FLASHATTN_ISA=scalar|avx2|avx512|avx512bf16 forces a path (a path
+ * the CPU lacks falls back to the best available one). */
 FLASHATTN_API const char *flashattn_isa(void);
 
 #ifdef __cplusplus

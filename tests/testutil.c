@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "dispatch/isa.h"
+#include "kernels/avx512bf16/avx512bf16.h"
+#include "kernels/ref/ref.h"
 #include "reference/attn_f64.h"
 #include "reference/attn_std_f32.h"
 #include "reference/compare.h"
@@ -78,4 +80,24 @@ void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
                      const flashattn_tensor *v, const flashattn_params *p,
                      flashattn_dtype out_dtype, double *out) {
     fa_reference_std_f32(q, k, v, p, out_dtype, out);
+}
+
+int tt_isas_dot(const fa_kernels *out[], int max) {
+    static fa_kernels scalar_dot, avx512_dot;
+    int k = tt_isas(out, max);
+    scalar_dot = fa_kernels_scalar;
+    scalar_dot.isa = "scalar+bf16ref";
+    scalar_dot.gemm_bf16 = fa_gemm_bf16_ref;
+    if (k < max) out[k++] = &scalar_dot;
+#if defined(FA_HAVE_AVX512) && defined(FA_TEST_BF16_EMULATED)
+    if (fa_kernels_by_name("avx512") && k < max) {
+        avx512_dot = fa_kernels_avx512;
+        avx512_dot.isa = "avx512+bf16emul";
+        avx512_dot.gemm_bf16 = fa_gemm_bf16_emulated;
+        out[k++] = &avx512_dot;
+    }
+#else
+    (void)avx512_dot;
+#endif
+    return k;
 }

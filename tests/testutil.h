@@ -53,6 +53,13 @@ int tt_finish(const char *name);
 /* Kernel tables this CPU can run; returns the count. */
 int tt_isas(const fa_kernels *out[], int max);
 
+/* Those, then test-only tables that take the forward's bf16 dot-product
+ * route on CPUs without AVX512_BF16: the scalar table with the portable
+ * gemm_bf16 ("scalar+bf16ref"), and, where AVX-512 runs, the AVX-512 table
+ * with the AVX512_BF16 tile built on an emulated instruction
+ * ("avx512+bf16emul"). */
+int tt_isas_dot(const fa_kernels *out[], int max);
+
 /* Standard attention computed plainly in f32 (materialised scores, f32
  * softmax), output rounded to out_dtype: the yardstick for f16/bf16 inputs.
  * out is contiguous [b, s, h, d] doubles holding the rounded values. */

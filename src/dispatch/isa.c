@@ -27,6 +27,10 @@ static int cpu_has(const char *isa) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 #endif
+#ifdef FA_HAVE_AVX512BF16
+    if (strcmp(isa, "avx512bf16") == 0)
+        return cpu_has("avx512") && __builtin_cpu_supports("avx512bf16");
+#endif
 #endif
     return 0;
 }
@@ -40,10 +44,13 @@ const fa_kernels *fa_kernels_by_name(const char *isa) {
 #ifdef FA_HAVE_AVX512
     if (strcmp(isa, "avx512") == 0) return &fa_kernels_avx512;
 #endif
+#ifdef FA_HAVE_AVX512BF16
+    if (strcmp(isa, "avx512bf16") == 0) return &fa_kernels_avx512bf16;
+#endif
     return NULL;
 }
 
-static const char *const all_isas[] = {"scalar", "avx2", "avx512"};
+static const char *const all_isas[] = {"scalar", "avx2", "avx512", "avx512bf16"};
 
 int fa_available_isas(const char *names[], int max) {
     int n = 0;

@@ -37,9 +37,14 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
                 const int64_t j0 = it % nchunks * chunk;
                 const int64_t j1 = j0 + chunk < pb->seq_k ? j0 + chunk : pb->seq_k;
                 float *kp = base + per_group * (size_t)(g - g0);
-                fa_pack_k(pb, kern, g / pb->heads_kv, g % pb->heads_kv, j0, j1, kp, tw);
-                fa_pack_v(pb, kern, g / pb->heads_kv, g % pb->heads_kv, j0, j1,
-                          kp + plan->kpack_floats, tw);
+                const int64_t b = g / pb->heads_kv, hk = g % pb->heads_kv;
+                if (plan->bf16_dot) {
+                    fa_pack_k_pairs(pb, kern, b, hk, j0, j1, (uint32_t *)kp);
+                    fa_pack_v_pairs(pb, kern, b, hk, j0, j1, (uint32_t *)(kp + plan->kpack_floats));
+                } else {
+                    fa_pack_k(pb, kern, b, hk, j0, j1, kp, tw);
+                    fa_pack_v(pb, kern, b, hk, j0, j1, kp + plan->kpack_floats, tw);
+                }
             }
             /* implicit barrier: the pass's panels are complete */
             const int64_t heads = ng * pb->group;

@@ -7,6 +7,11 @@
  *       m'  = max(m, rowmax S);  P = exp2(S - m');  l = l*2^(m-m') + rowsum P
  *       acc = acc*2^(m-m') + P V  (rescale skipped when m did not change)
  *   O = acc / l;  LSE = ln2 * (m + log2 l)
+ *
+ * On the bf16 dot-product route (plan->bf16_dot) the products run on
+ * gemm_bf16: Q's bf16 rows as given, the scale applied to S in f32 by the
+ * GEMM, and P rounded to bf16 after the f32 softmax (the row sums l stay
+ * those of the f32 P), like FlashAttention-2 on GPUs.
  */
 #include <math.h>
 #include <string.h>
@@ -42,11 +47,20 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     float *acc = st + round16((size_t)(bm * bn));
     float *mx = acc + round16((size_t)(bm * dp));
     float *ls = mx + round16((size_t)bm);
+    /* Dot route: Q rows as bf16 pairs in Q's place, and P's bf16 copy. */
+    const int dot = plan->bf16_dot;
+    const int64_t dh = (d + 1) / 2, kh = (pb->seq_k + 1) / 2;
+    uint16_t *q16 = (uint16_t *)qt, *p16 = (uint16_t *)(ls + round16((size_t)bm));
 
     for (int r = 0; r < m; r++) {
         const void *qrow = fa_row_ptr(pb->q, b, i0 + r, h);
         fa_prefetch_rows_ahead(pb->q, qrow, FA_ROW_AHEAD);
-        kern->load(qt + r * d, qrow, pb->q->dtype, d, pb->scale_log2);
+        if (dot) {
+            memcpy(q16 + r * 2 * dh, qrow, (size_t)d * sizeof(uint16_t));
+            if (d & 1) q16[r * 2 * dh + d] = 0;
+        } else {
+            kern->load(qt + r * d, qrow, pb->q->dtype, d, pb->scale_log2);
+        }
         mx[r] = -INFINITY;
         ls[r] = 0.0f;
     }
@@ -78,12 +92,17 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
          * strip's count, which nothing below reads. */
         for (int64_t c = 0; c < ncols_max; c += nr) {
             const float *panel = kp + (j0 + c) / nr * nr * d;
+            const uint32_t *pairs = (const uint32_t *)kp + (j0 + c) / nr * nr * dh;
             for (int s = 0; s < strips; s++) {
                 const int r0 = s * mr, mm = m - r0 < mr ? m - r0 : mr;
                 const int64_t nc16 = (int64_t)round16((size_t)cols[s]);
                 if (c >= nc16) continue;
                 const int n = (int)(nc16 - c < nr ? nc16 - c : nr);
-                kern->gemm(mm, n, d, qt + r0 * d, d, panel, nr, st + r0 * bn + c, bn, 0);
+                if (dot)
+                    kern->gemm_bf16(mm, n, dh, q16 + r0 * 2 * dh, 2 * dh, pairs, nr,
+                                    st + r0 * bn + c, bn, 0, pb->scale_log2);
+                else
+                    kern->gemm(mm, n, d, qt + r0 * d, d, panel, nr, st + r0 * bn + c, bn, 0);
             }
         }
         for (int s = 0; s < strips; s++) {
@@ -94,9 +113,15 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
             const int first = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
             /* Only blocks that cut some row's visible range need the mask. */
             const int full = fa_key_lo(pb, i0 + r0 + mm - 1) <= j0 && fa_key_end(pb, i0 + r0) >= j0 + ncols;
-            for (int r = r0; r < r0 + mm; r++)
+            for (int r = r0; r < r0 + mm; r++) {
                 fa_softmax_row(kern, st + r * bn, j0, ncols, !full, fa_key_lo(pb, i0 + r),
                                fa_key_end(pb, i0 + r), &mx[r], &ls[r], acc + r * dp, dp, first);
+                if (dot) {
+                    /* an odd count (the last keys) gets a zero partner */
+                    kern->store(p16 + r * bn, FLASHATTN_BF16, st + r * bn, ncols, 1.0f);
+                    if (ncols & 1) p16[r * bn + ncols] = 0;
+                }
+            }
         }
         /* acc (+)= P V, each strip over its own columns. */
         for (int64_t c = 0; c < dp; c += nr) {
@@ -105,8 +130,13 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
                 const int r0 = s * mr, mm = m - r0 < mr ? m - r0 : mr;
                 if (!cols[s]) continue;
                 const int first = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
-                kern->gemm(mm, n, cols[s], st + r0 * bn, bn,
-                           vp + c * pb->seq_k + j0 * n, n, acc + r0 * dp + c, dp, !first);
+                if (dot)
+                    kern->gemm_bf16(mm, n, (cols[s] + 1) / 2, p16 + r0 * bn, bn,
+                                    (const uint32_t *)vp + c * kh + j0 / 2 * n, n,
+                                    acc + r0 * dp + c, dp, !first, 1.0f);
+                else
+                    kern->gemm(mm, n, cols[s], st + r0 * bn, bn,
+                               vp + c * pb->seq_k + j0 * n, n, acc + r0 * dp + c, dp, !first);
             }
         }
     }

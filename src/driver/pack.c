@@ -34,3 +34,40 @@ void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t 
         }
     }
 }
+
+void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+                     int64_t j0, int64_t j1, uint32_t *dst) {
+    const int64_t d = pb->head_dim, dh = (d + 1) / 2, nr = kern->nr;
+    for (int64_t j = j0; j < j1; j++) {
+        const uint16_t *row = (const uint16_t *)fa_row_ptr(pb->k, b, j, hk);
+        uint32_t *col = dst + (j / nr) * nr * dh + j % nr;
+        for (int64_t p = 0; p < d / 2; p++)
+            col[p * nr] = (uint32_t)row[2 * p] | (uint32_t)row[2 * p + 1] << 16;
+        if (d & 1) col[(dh - 1) * nr] = row[d - 1];
+    }
+    if (j1 == pb->seq_k && j1 % nr) {
+        uint32_t *panel = dst + (j1 / nr) * nr * dh;
+        for (int64_t p = 0; p < dh; p++)
+            memset(panel + p * nr + j1 % nr, 0, (size_t)(nr - j1 % nr) * sizeof(uint32_t));
+    }
+}
+
+void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+                     int64_t j0, int64_t j1, uint32_t *dst) {
+    const int64_t d = pb->head_dim, dp = pb->head_dim_pad, nr = kern->nr;
+    const int64_t kh = (pb->seq_k + 1) / 2;
+    for (int64_t j = j0; j < j1; j += 2) {
+        const uint16_t *r0 = (const uint16_t *)fa_row_ptr(pb->v, b, j, hk);
+        const uint16_t *r1 = j + 1 < pb->seq_k ? (const uint16_t *)fa_row_ptr(pb->v, b, j + 1, hk) : NULL;
+        fa_prefetch_rows_ahead(pb->v, r0, FA_ROW_AHEAD);
+        for (int64_t c = 0; c < dp; c += nr) {
+            const int64_t w = dp - c < nr ? dp - c : nr;
+            uint32_t *out = dst + c * kh + (j / 2) * w;
+            for (int64_t x = 0; x < w; x++) {
+                const int64_t col = c + x;
+                const uint32_t lo = col < d ? r0[col] : 0, hi = r1 && col < d ? r1[col] : 0;
+                out[x] = lo | hi << 16;
+            }
+        }
+    }
+}

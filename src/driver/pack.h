@@ -43,4 +43,20 @@ void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t 
 void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
                int64_t j0, int64_t j1, float *dst, float *tmp);
 
+/* The bf16 dot-product route's layouts (gemm_bf16 in kernels.h), with
+ * dh = ceil(head_dim / 2) pairs per row; the bf16 bits are copied, never
+ * rounded. Keys [j0, j1) of K: panel j / nr is [dh][nr] pairs, pair (p, c)
+ * = elements (2p, 2p + 1) of key (j / nr) * nr + c; an odd head_dim's
+ * last pair has 0 on top; keys past seq_k in the last panel are zero.
+ * Fits in the f32 layout's size. Same j0, j1 rules as fa_pack_k. */
+void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+                     int64_t j0, int64_t j1, uint32_t *dst);
+
+/* Rows [j0, j1) of V (j0 even) as pairs of keys: with kh = ceil(seq_k / 2),
+ * column panel c (as in fa_pack_v, width w) is [kh][w] pairs at
+ * dst + c * kh, pair (p, x) = (V[2p][c + x], V[2p + 1][c + x]); zero past
+ * head_dim, and on top for the key seq_k when seq_k is odd. */
+void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+                     int64_t j0, int64_t j1, uint32_t *dst);
+
 #endif

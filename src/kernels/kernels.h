@@ -50,7 +50,7 @@ static inline __attribute__((always_inline)) void fa_prefetch(const void *p, int
 #define FA_EXP2_SUM_GRAIN 32
 
 typedef struct fa_kernels {
-    const char *isa; /* "scalar", "avx2", "avx512" */
+    const char *isa; /* "scalar", "avx2", "avx512", "avx512bf16" */
     int mr;          /* max rows of a GEMM call */
     int nr;          /* max columns of a GEMM call (multiple of FA_COL_ALIGN) */
 
@@ -122,6 +122,29 @@ typedef struct fa_kernels {
      * kept), so every table writes the same bits. */
     void (*transpose)(float *dst, int64_t ldd, const void *src, int64_t lds,
                       flashattn_dtype dt, int rows, int64_t cols);
+
+    /* BF16 dot-product GEMM tile, AVX512_BF16's VDPBF16PS; NULL in tables
+     * whose CPU lacks the instruction (there bf16 inputs are widened to f32
+     * when packing and run on gemm, which is faster than emulating it):
+     *
+     *      C[m x n]  =  alpha * A[m x 2kp] . B[2kp x n]   (+ C when accumulating)
+     *
+     *   A: m rows of 2kp bf16, row stride lda bf16 elements (even), so
+     *      that elements (2p, 2p + 1) of a row form one 32-bit pair;
+     *   B: kp rows of n pairs, row stride ldb pairs: pair j of row p holds
+     *      (B[2p][j], B[2p + 1][j]), the element 2p in the low half;
+     *   m <= MR, n <= NR and a multiple of FA_COL_ALIGN, kp >= 0.
+     * Each element of C is, with t starting at +0 and for p = 0, 1, ...:
+     *      t = ftz(fma(daz(A[2p+1]), daz(B[2p+1]), t));
+     *      t = ftz(fma(daz(A[2p]),   daz(B[2p]),   t));
+     * (the instruction as Intel's SDM states it: the odd product first,
+     * RNE, bf16 subnormal inputs read as zero of the same sign, subnormal
+     * sums flushed to zero of the same sign), then c = alpha * t, or
+     * c = fma(alpha, t, c) when accumulating. The portable fa_gemm_bf16_ref
+     * is that definition; tests compare every kernel with it. */
+    void (*gemm_bf16)(int m, int n, int64_t kp, const uint16_t *a, int64_t lda,
+                      const uint32_t *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
+                      float alpha);
 } fa_kernels;
 
 /* Tables defined by each ISA's files. SIMD tables exist only when the
@@ -129,5 +152,6 @@ typedef struct fa_kernels {
 extern const fa_kernels fa_kernels_scalar;
 extern const fa_kernels fa_kernels_avx2;
 extern const fa_kernels fa_kernels_avx512;
+extern const fa_kernels fa_kernels_avx512bf16;
 
 #endif /* FA_KERNELS_H */

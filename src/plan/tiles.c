@@ -147,6 +147,11 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     plan->vpack_floats = round_up(vf, FA_ALIGN_FLOATS);
     plan->thread_floats = round_up(bm * d, FA_ALIGN_FLOATS) + round_up(bm * bn, FA_ALIGN_FLOATS) +
                           round_up(bm * dp, FA_ALIGN_FLOATS) + 2 * round_up(bm, FA_ALIGN_FLOATS);
+    plan->bf16_dot = kern->gemm_bf16 && pb->q->dtype == FLASHATTN_BF16 &&
+                     pb->k->dtype == FLASHATTN_BF16 && pb->v->dtype == FLASHATTN_BF16;
+    /* The dot route's pairs take no more room than f32 (head_dim rounded
+     * up to even, halved), so only P's bf16 copy is added. */
+    if (plan->bf16_dot) plan->thread_floats += round_up(bm * bn / 2, FA_ALIGN_FLOATS);
 
     /* A pass packs just enough groups to give every thread about 16 work
      * items (finer items even out causal's unequal ones and the barrier at

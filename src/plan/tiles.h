@@ -23,9 +23,14 @@ typedef struct fa_fwd_plan {
     int threads;
     const char *source_m, *source_n; /* "params", "environment", "tuning file", "rule" */
     int64_t groups_per_pass;  /* (batch, kv-head) groups packed at once */
+    /* bf16 dot-product route: Q, K and V are bf16 and kern has gemm_bf16.
+     * K and V are then packed as bf16 pairs (fa_pack_k_pairs, fa_pack_v_pairs,
+     * within the f32 sizes below), Q is used as given, and P is rounded to
+     * bf16 for P V, as FlashAttention-2 does on GPUs. */
+    int bf16_dot;
     size_t kpack_floats;      /* per group: K as [ceil(seq_k/nr)][head_dim][nr] */
     size_t vpack_floats;      /* per group: V as [seq_k][head_dim_pad] */
-    size_t thread_floats;     /* per thread: Q tile, S tile, accumulator, m, l */
+    size_t thread_floats;     /* per thread: Q tile, S tile, accumulator, m, l (and the bf16 P tile) */
     size_t workspace_bytes;   /* everything, plus alignment slack */
 } fa_fwd_plan;
 

@@ -22,5 +22,7 @@ void fa_gemm_nt_ref(int m, int n, int64_t k, const float *a, int64_t lda, const 
 void fa_gemm_rows_ref(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                       flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
                       int64_t pf);
+void fa_gemm_bf16_ref(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b,
+                      int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha);
 
 #endif
