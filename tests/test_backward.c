@@ -19,6 +19,8 @@
  * The floors carry the cases where the plain error is itself at the ulp
  * level or exactly 0 (a row with one key has dS = 0 in exact arithmetic;
  * the plain loop can cancel exactly, the GEMMs to a few ulp).
+ * bf16 cases also run the bf16 dot-product route (P and dS rounded to bf16
+ * for the products), held to the same rule.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -82,6 +84,8 @@ static flashattn_status fwd_bwd(const fa_kernels *kern, const tt_tensor *q, cons
                                  &dv->t, p, kern, &ws);
     if (s) return s;
     void *w = malloc(ws ? ws : 1);
+    /* NaN in every float and bf16 slot: nothing may use workspace it did not write */
+    memset(w, 0xff, ws);
     s = fa_bwd_ex(&q->t, &k->t, &v->t, &o->t, &dout->t, lse, &dq->t, &dk->t, &dv->t, p, w, ws, kern);
     free(w);
     return s;
@@ -119,8 +123,12 @@ static void run_case(const bwd_case *c, uint64_t seed) {
              "reference: %s", desc);
     static const char *gname[3] = {"dq", "dk", "dv"};
 
-    const fa_kernels *isas[4];
-    const int n = tt_isas(isas, 4);
+    /* bf16 cases also run the bf16 dot-product route (tt_isas_dot), whose
+     * forward rounds P to bf16 and so gives an O further from the others */
+    void *plain_o = NULL;
+    float *plain_lse = malloc((ln ? ln : 1) * sizeof(float));
+    const fa_kernels *isas[8];
+    const int n = c->dt == FLASHATTN_BF16 ? tt_isas_dot(isas, 8) : tt_isas(isas, 8);
     for (int t = 0; t < n; t++) {
         tt_tensor o = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, bshd, 0);
         tt_tensor dq = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, !bshd, c->layout == 2 ? 5 : 0);
@@ -129,10 +137,17 @@ static void run_case(const bwd_case *c, uint64_t seed) {
         float *lse = malloc((ln ? ln : 1) * sizeof(float));
         flashattn_status s = fwd_bwd(isas[t], &q, &k, &v, &o, lse, &dout, &dq, &dk, &dv, &p);
         TT_CHECK(s == FLASHATTN_OK, "[%s] status %d (%s) %s", isas[t]->isa, s, flashattn_last_error(), desc);
-        /* the yardstick uses this path's O and LSE, as the backward does */
-        if (t == 0)
+        /* the yardstick uses this path's O and LSE, as the backward does
+         * (worked out again whenever they differ from the last path's) */
+        if (t == 0 || memcmp(plain_o, o.mem, o.bytes) || memcmp(plain_lse, lse, ln * sizeof(float))) {
+            free(plain_o);
+            plain_o = malloc(o.bytes ? o.bytes : 1);
+            memcpy(plain_o, o.mem, o.bytes);
+            memcpy(plain_lse, lse, ln * sizeof(float));
+            for (int g = 0; g < 3; g++) mag[g] = 0.0;
             TT_CHECK(fa_reference_bwd_std_f32(&q.t, &k.t, &v.t, &o.t, &dout.t, lse, &p, c->dt, plain[0],
                                               plain[1], plain[2], mag) == 0, "plain f32: %s", desc);
+        }
         const tt_tensor *got[3] = {&dq, &dk, &dv};
         for (int g = 0; g < 3; g++) {
             const double err = tt_max_abs_err(got[g], ref[g]), rms = fa_rms_err(&got[g]->t, ref[g]);
@@ -152,6 +167,7 @@ static void run_case(const bwd_case *c, uint64_t seed) {
         tt_free(&o), tt_free(&dq), tt_free(&dk), tt_free(&dv);
     }
     for (int g = 0; g < 3; g++) free(ref[g]), free(plain[g]);
+    free(plain_o), free(plain_lse);
     tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&dout);
 }
 
@@ -262,8 +278,8 @@ static flashattn_status bwd(const fa_kernels *kern, const tt_tensor *q, const tt
  * deterministic = 1. Nor on block_m (dk, dv: each element is one FMA chain
  * over the query rows; dq: summed per kv-block). */
 static void determinism(void) {
-    const fa_kernels *isas[4];
-    const int n = tt_isas(isas, 4);
+    const fa_kernels *isas[8];
+    const int n = tt_isas_dot(isas, 8); /* the bf16 case also on the dot-product route */
     static const struct { int64_t sq, sk, hq, hkv, d; int causal; int64_t wl; flashattn_dtype dt; } cases[] = {
         {173, 291, 4, 2, 64, 1, -1, FLASHATTN_F32},
         {97, 250, 2, 1, 80, 0, 33, FLASHATTN_BF16},

@@ -7,8 +7,9 @@
  * result depends on the order within a pair (the odd product first, as
  * Intel's SDM states VDPBF16PS); bf16 subnormal inputs read as zero.
  *
- * Kernels: m 1..12, n 16 and 32, kp from 0 to 70, accumulating or not,
- * alpha 1 and a softmax scale, padded strides, odd pointers, special
+ * Kernels: m 1..12, n 16 and 32, kp from 0 to 70, accumulating (alpha 1)
+ * or not (a softmax scale), a sum split over two calls against one call,
+ * padded strides, odd pointers, special
  * values (zeros of both signs, bf16 subnormals, large values). The AVX512
  * tile on the emulated instruction must give the definition's bits; so
  * must the real instruction where the CPU has it, except that it is held
@@ -124,7 +125,8 @@ static void check_shape(const fa_kernels *kern, int exact, int m, int n, int64_t
             } else if (exact) {
                 bad |= memcmp(&got, &w, sizeof got) != 0;
             } else {
-                const double mag = magnitude(i, j, kp, a, lda, b, ldb, alpha, accumulate ? c0[i * ldc + j] : 0.0);
+                const double mag = magnitude(i, j, kp, a, lda, b, ldb, accumulate ? 1.0f : alpha,
+                                             accumulate ? c0[i * ldc + j] : 0.0);
                 bad |= !(fabs((double)got - w) <= (double)(4 * kp + 4) * 0x1p-24 * mag);
             }
         }
@@ -133,9 +135,32 @@ static void check_shape(const fa_kernels *kern, int exact, int m, int n, int64_t
     free(abuf), free(bbuf), free(c0), free(c), free(want);
 }
 
+/* A sum split at a pair boundary over two calls (the second accumulating)
+ * is the one-call sum bit for bit: the backward's dK and dV chains run on
+ * over q-blocks this way. */
+static void check_split(const fa_kernels *kern, uint64_t *rng) {
+    enum { M = 5, N = 32, KP = 40 };
+    static uint16_t a[M * 2 * KP];
+    static uint32_t b[KP * N];
+    for (int i = 0; i < M * 2 * KP; i++) a[i] = random_bf16(rng, i % 7 == 0);
+    for (int i = 0; i < KP * N; i++)
+        b[i] = (uint32_t)random_bf16(rng, 0) | (uint32_t)random_bf16(rng, i % 5 == 0) << 16;
+    for (int cut = 0; cut <= KP; cut += 13) {
+        float one[M * N], two[M * N];
+        kern->gemm_bf16(M, N, KP, a, 2 * KP, b, N, one, N, 0, 1.0f);
+        kern->gemm_bf16(M, N, cut, a, 2 * KP, b, N, two, N, 0, 1.0f);
+        kern->gemm_bf16(M, N, KP - cut, a + 2 * cut, 2 * KP, b + cut * N, N, two, N, 1, 1.0f);
+        TT_CHECK(memcmp(one, two, sizeof one) == 0, "[%s] a sum split at pair %d differs from one call",
+                 kern->gemm_bf16 == fa_gemm_bf16_ref ? "definition" : kern->isa, cut);
+    }
+}
+
 int main(void) {
     uint64_t rng = 2026;
     check_definition(&rng);
+    fa_kernels def = fa_kernels_scalar;
+    def.gemm_bf16 = fa_gemm_bf16_ref;
+    check_split(&def, &rng);
     const fa_kernels *isas[8];
     int n = tt_isas_dot(isas, 8), tested = 0;
     static const int64_t kps[] = {0, 1, 2, 3, 7, 16, 33, 64, 70};
@@ -145,6 +170,7 @@ int main(void) {
         /* the real instruction is the table named exactly avx512bf16 */
         const int exact = strcmp(kern->isa, "avx512bf16") != 0;
         tested++;
+        if (exact) check_split(kern, &rng);
         for (int m = 1; m <= kern->mr; m++)
             for (int nn = 16; nn <= kern->nr; nn += 16)
                 for (size_t k = 0; k < sizeof kps / sizeof kps[0]; k++)

@@ -21,7 +21,7 @@ static flashattn_status prepare(const flashattn_tensor *q, const flashattn_tenso
     if (!kern) return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "kernel path not available on this CPU");
     if ((s = fa_read_params(user, &p))) return s;
     if ((s = fa_validate_bwd(q, k, v, o, dout, lse, dq, dk, dv, &p, pb))) return s;
-    return fa_plan_bwd(&pb->f, &p, kern, plan);
+    return fa_plan_bwd(&pb->f, pb->dout->dtype, &p, kern, plan);
 }
 
 flashattn_status fa_bwd_workspace_size_ex(const flashattn_tensor *q, const flashattn_tensor *k,

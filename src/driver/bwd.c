@@ -35,6 +35,17 @@
  * exposes the f32 rounding of LSE itself, ~1e-6 relative in P at |LSE| ~ 100.) */
 static float lse2(float lse) { return isinf(lse) ? INFINITY : (float)((double)lse * FA_LOG2E); }
 
+/* Pairs (2p, 2p + 1) of two bf16 rows, one every nr words down a panel. */
+static void pack_pairs(uint32_t *qw, uint32_t *dw, int64_t nr, int64_t d, const void *qrow,
+                       const void *drow) {
+    const uint16_t *q16 = qrow, *d16 = drow;
+    for (int64_t p = 0; p < d / 2; p++) {
+        qw[p * nr] = (uint32_t)q16[2 * p] | (uint32_t)q16[2 * p + 1] << 16;
+        dw[p * nr] = (uint32_t)d16[2 * p] | (uint32_t)d16[2 * p + 1] << 16;
+    }
+    if (d & 1) qw[d / 2 * nr] = q16[d - 1], dw[d / 2 * nr] = d16[d - 1];
+}
+
 static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                         int64_t g, float *gbase, int64_t hi, int64_t qb, float *tmp) {
     const fa_problem *f = &pb->f;
@@ -56,8 +67,15 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
         float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
         /* Q^T in base 2, each element rounded as the forward rounds it (so S
          * is the forward's S bit for bit); the rows carry the natural scale,
-         * so dK needs no rescaling at the end. */
-        for (int64_t c = 0; c < d; c++) qp[c * nr] = qr[c] * f->scale_log2, dop[c * nr] = dr[c];
+         * so dK needs no rescaling at the end. On the bf16 dot-product route
+         * the panels hold pairs of Q's and dO's own bf16 elements (2p, 2p + 1),
+         * zero on top past an odd head_dim, which gemm_bf16 scales as the
+         * forward's does; the LSE and D row stays at row d. */
+        if (plan->bf16_dot)
+            pack_pairs((uint32_t *)qp, (uint32_t *)dop, nr, d, fa_row_ptr(f->q, b, i, h),
+                       fa_row_ptr(pb->dout, b, i, h));
+        else
+            for (int64_t c = 0; c < d; c++) qp[c * nr] = qr[c] * f->scale_log2, dop[c * nr] = dr[c];
         kern->scale(qr, d, pb->scale);
         for (int64_t p = 0; p < plan->col_panels; p++) {
             memcpy(qs + (p * sq + i) * nr, qr + p * nr, (size_t)nr * sizeof(float));

@@ -127,21 +127,24 @@ typedef struct fa_kernels {
      * whose CPU lacks the instruction (there bf16 inputs are widened to f32
      * when packing and run on gemm, which is faster than emulating it):
      *
-     *      C[m x n]  =  alpha * A[m x 2kp] . B[2kp x n]   (+ C when accumulating)
+     *      C[m x n]  =  alpha * A[m x 2kp] . B[2kp x n],  or  C += A . B
      *
      *   A: m rows of 2kp bf16, row stride lda bf16 elements (even), so
      *      that elements (2p, 2p + 1) of a row form one 32-bit pair;
      *   B: kp rows of n pairs, row stride ldb pairs: pair j of row p holds
      *      (B[2p][j], B[2p + 1][j]), the element 2p in the low half;
      *   m <= MR, n <= NR and a multiple of FA_COL_ALIGN, kp >= 0.
-     * Each element of C is, with t starting at +0 and for p = 0, 1, ...:
+     * Each element of C is, with t starting at +0 (at C when accumulating)
+     * and for p = 0, 1, ...:
      *      t = ftz(fma(daz(A[2p+1]), daz(B[2p+1]), t));
      *      t = ftz(fma(daz(A[2p]),   daz(B[2p]),   t));
      * (the instruction as Intel's SDM states it: the odd product first,
      * RNE, bf16 subnormal inputs read as zero of the same sign, subnormal
-     * sums flushed to zero of the same sign), then c = alpha * t, or
-     * c = fma(alpha, t, c) when accumulating. The portable fa_gemm_bf16_ref
-     * is that definition; tests compare every kernel with it. */
+     * sums flushed to zero of the same sign), then c = alpha * t, or c = t
+     * when accumulating (alpha must then be 1): a sum split over calls at
+     * pair boundaries, the later ones accumulating, is the one-call sum
+     * bit for bit, as for gemm. The portable fa_gemm_bf16_ref is that
+     * definition; tests compare every kernel with it. */
     void (*gemm_bf16)(int m, int n, int64_t kp, const uint16_t *a, int64_t lda,
                       const uint32_t *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
                       float alpha);

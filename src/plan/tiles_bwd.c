@@ -90,8 +90,9 @@ static int auto_block_m(const fa_problem *pb) {
     return bm;
 }
 
-flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
-                             const fa_kernels *kern, fa_bwd_plan *plan) {
+flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
+                             const flashattn_params *p, const fa_kernels *kern,
+                             fa_bwd_plan *plan) {
     plan->threads = p->num_threads > 0 ? p->num_threads : default_threads();
     plan->deterministic = p->deterministic != 0;
     if (p->block_m > FA_MAX_BLOCK || p->block_n > FA_MAX_BLOCK)
@@ -154,6 +155,11 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
     plan->t_dpt = off, off += r16(bn * bm_);
     plan->t_dqt = off, off += r16(d * bm_);
     plan->t_row = off, off += 3 * r16(row_cols); /* packing: Qs, dO and O rows */
+    plan->bf16_dot = kern->gemm_bf16 && pb->q->dtype == FLASHATTN_BF16 &&
+                     pb->k->dtype == FLASHATTN_BF16 && pb->v->dtype == FLASHATTN_BF16 &&
+                     dout_dtype == FLASHATTN_BF16;
+    plan->t_cols = 0;
+    if (plan->bf16_dot) plan->t_cols = off, off += 2 * r16(bm_);
     plan->thread_floats = off;
 
     const int64_t groups = pb->batch * pb->heads_kv;

@@ -23,6 +23,12 @@ typedef struct fa_bwd_plan {
     int slots;            /* dQ accumulators per head: chunks (deterministic) or 1 shared */
     int shared_dq;        /* work items add into one dQ accumulator under locks:
                            * not deterministic and more than one thread */
+    /* bf16 dot-product route: Q, K, V and dO are bf16 and kern has
+     * gemm_bf16 (the forward's route for the same Q, K, V, so S is the
+     * forward's S bit for bit). S^T and dP^T run on gemm_bf16, the other
+     * three products on gemm (driver/bwd_block.c says why). The pairs fit
+     * in the f32 layouts' room; t_cols is added. */
+    int bf16_dot;
     int64_t qblocks, kvblocks;
     int64_t groups_per_pass;
 
@@ -47,14 +53,17 @@ typedef struct fa_bwd_plan {
 
     /* Per-thread tiles, offsets in floats from the thread's area. */
     size_t t_kaug, t_vaug, t_kt, t_dk, t_dv, t_st, t_dpt, t_dqt, t_row;
+    size_t t_cols; /* dot route: a step's LSE*log2(e) and D per query, 2 x block_m */
     size_t thread_floats;
     size_t workspace_bytes;
 } fa_bwd_plan;
 
-/* Fill plan from a validated problem and the user's params. block_m is
+/* Fill plan from a validated problem (the forward's part, and dO's dtype)
+ * and the user's params. block_m is
  * rounded up to a multiple of kern->nr; BAD_TILE for blocks above
  * FA_MAX_BLOCK; OVERFLOW when the workspace does not fit in size_t. */
-flashattn_status fa_plan_bwd(const fa_problem *pb, const flashattn_params *p,
-                             const fa_kernels *kern, fa_bwd_plan *plan);
+flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
+                             const flashattn_params *p, const fa_kernels *kern,
+                             fa_bwd_plan *plan);
 
 #endif

@@ -6,10 +6,9 @@
  * The shape is the f32 tile's (gemm_avx512.c), one k step per pair: 24 zmm
  * accumulators, 2 zmm of B and 12 broadcast pairs per step, 24 VDPBF16PS.
  * Each VDPBF16PS does two multiply-adds per lane where an FMA does one,
- * and B streams half the bytes per multiply-add. The accumulators start
- * from +0 and alpha (the softmax scale, for S = Q K^T) is applied once
- * when storing, so Q is used as given rather than rounded again after
- * scaling.
+ * and B streams half the bytes per multiply-add. Without accumulation
+ * alpha (the softmax scale, for S = Q K^T) is applied once when storing,
+ * so Q is used as given rather than rounded again after scaling.
  *
  * Built twice: for the library with -mavx512bf16, and for the tests with
  * FA_BF16_EMULATE, where fa_dpbf16 is the instruction written in AVX-512F
@@ -61,7 +60,8 @@ static inline __attribute__((always_inline)) void tile(const int m, const int nv
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++)
 #pragma GCC unroll 2
-        for (int j = 0; j < nv; j++) acc[i][j] = _mm512_setzero_ps();
+        for (int j = 0; j < nv; j++)
+            acc[i][j] = accumulate ? _mm512_loadu_ps(c + i * ldc + 16 * j) : _mm512_setzero_ps();
     /* Two row bases sharing the offsets 0..5*lda, as in gemm_avx512.c. */
     const uint16_t *a_lo = a, *a_hi = m > 6 ? a + 6 * lda : a;
     for (int64_t p = 0; p < kp; p++) {
@@ -84,10 +84,7 @@ static inline __attribute__((always_inline)) void tile(const int m, const int nv
     for (int i = 0; i < m; i++)
 #pragma GCC unroll 2
         for (int j = 0; j < nv; j++) {
-            float *cij = c + i * ldc + 16 * j;
-            const __m512 r = accumulate ? _mm512_fmadd_ps(al, acc[i][j], _mm512_loadu_ps(cij))
-                                        : _mm512_mul_ps(al, acc[i][j]);
-            _mm512_storeu_ps(cij, r);
+            _mm512_storeu_ps(c + i * ldc + 16 * j, accumulate ? acc[i][j] : _mm512_mul_ps(al, acc[i][j]));
         }
 }
 

@@ -24,14 +24,14 @@ void fa_gemm_bf16_ref(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, 
                       int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha) {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
-            float t = 0.0f;
+            float *cij = c + i * ldc + j;
+            float t = accumulate ? *cij : 0.0f;
             for (int64_t p = 0; p < kp; p++) {
                 const uint32_t w = b[p * ldb + j];
                 const uint16_t lo = (uint16_t)w, hi = (uint16_t)(w >> 16);
                 t = flush(fmaf(bf16_at(a + i * lda + 2 * p + 1), bf16_at(&hi), t));
                 t = flush(fmaf(bf16_at(a + i * lda + 2 * p), bf16_at(&lo), t));
             }
-            float *cij = c + i * ldc + j;
-            *cij = accumulate ? fmaf(alpha, t, *cij) : alpha * t;
+            *cij = accumulate ? t : alpha * t;
         }
 }
