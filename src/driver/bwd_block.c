@@ -43,7 +43,7 @@ typedef struct {
     int64_t j0, j1;
     const float *kaug, *vaug, *kt; /* [keys][d+1] twice, [d][block_n] */
     float *dk, *dv;                /* [keys][dp] accumulators */
-    float *st, *dpt, *dqt;         /* [keys][bm], [keys][bm], [d][bm] */
+    float *st, *dpt, *dqt;         /* [keys][tile_ld] twice, [d][bm] */
     float *cols;                   /* dot route: lse2 and D of a step's queries */
 } kv_item;
 
@@ -70,14 +70,14 @@ static int64_t first_row_lo_at(const fa_problem *f, int64_t j) {
  * columns of a row are one range [ca, cb): those whose end is past the key
  * minus those whose start is past it; both bounds only grow with the key,
  * since fa_key_lo and fa_key_end grow with the query. */
-static void mask_tile(const fa_problem *f, float *st, int64_t bm, int keys, int64_t i0, int64_t m,
+static void mask_tile(const fa_problem *f, float *st, int64_t ld, int keys, int64_t i0, int64_t m,
                       int64_t j0) {
     int64_t ca = 0, cb = 0;
     for (int r = 0; r < keys; r++) {
         const int64_t j = j0 + r;
         while (ca < m && fa_key_end(f, i0 + ca) <= j) ca++;
         while (cb < m && fa_key_lo(f, i0 + cb) <= j) cb++;
-        float *row = st + r * bm;
+        float *row = st + r * ld;
         for (int64_t c = 0; c < ca && c < m; c++) row[c] = -INFINITY;
         for (int64_t c = cb > ca ? cb : ca; c < m; c++) row[c] = -INFINITY;
     }
@@ -103,7 +103,7 @@ typedef struct {
  * and dO^T panels) subtracted. */
 static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv_item *t,
                        const q_tile *q, const fa_problem *f) {
-    const int64_t d = f->head_dim, bm = plan->block_m, da = d + 1, dh = (d + 1) / 2;
+    const int64_t d = f->head_dim, bm = plan->block_m, lt = plan->tile_ld, da = d + 1, dh = (d + 1) / 2;
     const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
     const int64_t i0 = q->i0, m16 = round16(q->i1 - i0);
     const int64_t qt_at = plan->rows_floats, dot_at = 2 * plan->rows_floats + plan->panels_floats;
@@ -116,9 +116,9 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
         const uint32_t *dop = (const uint32_t *)(q->head + dot_at + (i0 + c) * da);
         for (int r = 0; r < keys; r += mr) {
             const int mm = keys - r < mr ? keys - r : mr;
-            kern->gemm_bf16(mm, n, dh, k16 + r * 2 * dh, 2 * dh, qp, nr, st + r * bm + c, bm, 0,
+            kern->gemm_bf16(mm, n, dh, k16 + r * 2 * dh, 2 * dh, qp, nr, st + r * lt + c, lt, 0,
                             f->scale_log2);
-            kern->gemm_bf16(mm, n, dh, v16 + r * 2 * dh, 2 * dh, dop, nr, dpt + r * bm + c, bm, 0,
+            kern->gemm_bf16(mm, n, dh, v16 + r * 2 * dh, 2 * dh, dop, nr, dpt + r * lt + c, lt, 0,
                             1.0f);
         }
     }
@@ -128,7 +128,7 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
         dd[c] = q->head[dot_at + at];
     }
     for (int r = 0; r < keys; r++)
-        for (int64_t c = 0; c < m16; c++) st[r * bm + c] -= l2[c], dpt[r * bm + c] -= dd[c];
+        for (int64_t c = 0; c < m16; c++) st[r * lt + c] -= l2[c], dpt[r * lt + c] -= dd[c];
 }
 
 /* One block_m x block_n tile. (Software prefetch of the next tile's
@@ -138,7 +138,7 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
                  const kv_item *t, const q_tile *q) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
-    const int64_t da = d + 1;
+    const int64_t lt = plan->tile_ld, da = d + 1;
     const int mr = kern->mr, nr = kern->nr;
     const int keys = (int)(t->j1 - t->j0);
     const int64_t i0 = q->i0, i1 = q->i1, m = i1 - i0, m16 = round16(m);
@@ -158,19 +158,19 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         for (int r = 0; r < keys; r += mr)
             kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->kaug + r * da, da,
-                       h + qt_at + (i0 + c) * da, nr, st + r * bm + c, bm, 0);
+                       h + qt_at + (i0 + c) * da, nr, st + r * lt + c, lt, 0);
     }
     for (int64_t c = 0; !plan->bf16_dot && c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         for (int r = 0; r < keys; r += mr)
             kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->vaug + r * da, da,
-                       h + dot_at + (i0 + c) * da, nr, dpt + r * bm + c, bm, 0);
+                       h + dot_at + (i0 + c) * da, nr, dpt + r * lt + c, lt, 0);
     }
     /* Only tiles that cut some query's visible range need the mask. */
     const int full = fa_key_lo(f, i1 - 1) <= t->j0 && fa_key_end(f, i0) >= t->j1;
-    if (!full) mask_tile(f, st, bm, keys, i0, m, t->j0);
+    if (!full) mask_tile(f, st, lt, keys, i0, m, t->j0);
     for (int r = 0; r < keys; r++) {
-        float *p = st + r * bm, *ds = dpt + r * bm;
+        float *p = st + r * lt, *ds = dpt + r * lt;
         /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
         kern->exp2_sum(p, m16, 0.0f);
         for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
@@ -181,13 +181,13 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
         for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, m, st + r * bm, bm,
+            kern->gemm(keys - r < mr ? keys - r : mr, n, m, st + r * lt, lt,
                        h + dos_at + c / nr * slice + i0 * nr, nr, t->dv + r * dp + c, dp, 1);
     }
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
         for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, m, dpt + r * bm, bm,
+            kern->gemm(keys - r < mr ? keys - r : mr, n, m, dpt + r * lt, lt,
                        h + qs_at + c / nr * slice + i0 * nr, nr, t->dk + r * dp + c, dp, 1);
     }
 
@@ -198,7 +198,7 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     for (int64_t c = 0; c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         for (int64_t r = 0; r < d; r += mr)
-            kern->gemm((int)(d - r < mr ? d - r : mr), n, keys, t->kt + r * bn, bn, dpt + c, bm,
+            kern->gemm((int)(d - r < mr ? d - r : mr), n, keys, t->kt + r * bn, bn, dpt + c, lt,
                        dst + r * bm + c, bm, q->lock == NULL);
     }
     if (q->lock) {

@@ -18,6 +18,7 @@
 typedef struct fa_bwd_plan {
     int block_m;          /* query rows per step; multiple of kern->nr */
     int block_n;          /* keys per work item */
+    int64_t tile_ld;      /* row stride of the S^T and dP^T tiles, in floats */
     int threads;
     int deterministic;
     int slots;            /* dQ accumulators per head: chunks (deterministic) or 1 shared */
