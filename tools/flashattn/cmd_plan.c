@@ -232,7 +232,9 @@ static int plan_cpu(const plan_opts *o) {
     int team = threads;
     fa_peak_array arr;
     const fa_peak_kernels *pk = fa_peak_widest();
-    r.peak_flops = 1e9 * fa_peak_compute(pk, 0, threads, NULL, &team);
+    /* the dot-product route's products run at the BF16 peak */
+    const int bf16_peak = plan.bf16_dot && fa_peak_has_bf16(pk);
+    r.peak_flops = 1e9 * fa_peak_compute(pk, bf16_peak, threads, NULL, &team);
     if (fa_peak_array_alloc(&arr, BW_ARRAY_BYTES, threads) != 0) {
         fprintf(stderr, "flashattn plan: no memory for the bandwidth array\n");
         return 1;
@@ -245,12 +247,15 @@ static int plan_cpu(const plan_opts *o) {
            (long long)s->head_dim, shape_dtype_name(s->dtype), s->causal ? "causal" : "non-causal");
     printf("hardware   cpu: %d threads (%s), kernel %s (MR %d, NR %d)\n", team, fa_cli_placement(),
            kern->isa, kern->mr, kern->nr);
-    printf("           measured now: %.1f GFLOP/s FP32 FMA peak, %.1f GB/s read bandwidth\n",
-           r.peak_flops / 1e9, r.bw / 1e9);
-    printf("           caches: L1d %lld KiB, L2 %lld KiB, L3 %lld KiB (%s); every element is f32 "
-           "on chip (the kernels widen when loading Q and packing K, V)\n",
+    printf("           measured now: %.1f GFLOP/s %s peak, %.1f GB/s read bandwidth\n",
+           r.peak_flops / 1e9, bf16_peak ? "BF16 dot-product" : "FP32 FMA", r.bw / 1e9);
+    printf("           caches: L1d %lld KiB, L2 %lld KiB, L3 %lld KiB (%s); %s\n",
            (long long)(cc->l1d_bytes >> 10), (long long)(cc->l2_bytes >> 10),
-           (long long)(cc->l3_bytes >> 10), cc->source);
+           (long long)(cc->l3_bytes >> 10), cc->source,
+           plan.bf16_dot ? "bf16 dot-product route: Q, K, V and P are bf16 on chip, the footprints "
+                           "below (f32) are upper bounds"
+                         : "every element is f32 on chip (the kernels widen when loading Q and "
+                           "packing K, V)");
     print_report(&r);
 
     fa_tile_query tq;
