@@ -50,6 +50,25 @@ static double magnitude(int i, int j, int64_t kp, const uint16_t *a, int64_t lda
     return fabs((double)alpha) * mag + fabs(c0);
 }
 
+typedef void (*gemm_bf16_fn)(int m, int n, int64_t kp, const uint16_t *a, int64_t lda,
+                             const uint32_t *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
+                             float alpha);
+
+/* Order probe: 1, then the pair (odd 2^-24, even 1.5 * 2^-24). Odd first,
+ * 1 + 2^-24 ties to 1 and 1 + 0.75 ulp gives 1 + 2^-23; even first would
+ * give 1 + 2^-22. Returns column 0 of the result. */
+static float order_probe(gemm_bf16_fn fn) {
+    const uint16_t pa[4] = {0, fa_f32_to_bf16(1.0f), fa_f32_to_bf16(0x1.8p-24f), fa_f32_to_bf16(0x1p-24f)};
+    uint32_t pb[2 * 16];
+    float pc[16];
+    for (int j = 0; j < 16; j++) {
+        pb[j] = (uint32_t)fa_f32_to_bf16(1.0f) << 16;
+        pb[16 + j] = (uint32_t)fa_f32_to_bf16(1.0f) | (uint32_t)fa_f32_to_bf16(1.0f) << 16;
+    }
+    fn(1, 16, 2, pa, 4, pb, 16, pc, 16, 0, 1.0f);
+    return pc[0];
+}
+
 static void check_definition(uint64_t *rng) {
     /* against double on ordinary values */
     enum { KP = 70, N = 16 };
@@ -72,18 +91,9 @@ static void check_definition(uint64_t *rng) {
         }
         TT_CHECK(worst <= 0.0, "definition: kp=%lld off by %.3g past the bound", (long long)kp, worst);
     }
-    /* order probe: 1, then the pair (odd 2^-24, even 1.5 * 2^-24). Odd
-     * first: 1 + 2^-24 ties to 1, then 1 + 0.75 ulp gives 1 + 2^-23; even
-     * first would give 1 + 2^-22. */
-    const uint16_t pa[4] = {0, fa_f32_to_bf16(1.0f), fa_f32_to_bf16(0x1.8p-24f), fa_f32_to_bf16(0x1p-24f)};
-    uint32_t pb[2 * 16];
-    for (int j = 0; j < 16; j++) {
-        pb[j] = (uint32_t)fa_f32_to_bf16(1.0f) << 16;
-        pb[16 + j] = (uint32_t)fa_f32_to_bf16(1.0f) | (uint32_t)fa_f32_to_bf16(1.0f) << 16;
-    }
+    const float probe = order_probe(fa_gemm_bf16_ref);
+    TT_CHECK(probe == 0x1.000002p0f, "definition: order probe gave %a, want 0x1.000002p+0", probe);
     float pc[16];
-    fa_gemm_bf16_ref(1, 16, 2, pa, 4, pb, 16, pc, 16, 0, 1.0f);
-    TT_CHECK(pc[0] == 0x1.000002p0f, "definition: order probe gave %a, want 0x1.000002p+0", pc[0]);
     /* DAZ: a bf16 subnormal times 2^100 reads as zero, not as 2^-33 */
     const uint16_t da[2] = {0x0001, 0};
     uint32_t db[16];
@@ -178,17 +188,10 @@ int main(void) {
                         for (int sp = 0; sp < 2; sp++)
                             check_shape(kern, exact, m, nn, kps[k], acc, acc ? 1.0f : 0.0883883f, sp, &rng);
         if (!exact) {
-            /* the order probe, reported: see the top of this file */
-            const uint16_t pa[4] = {0, fa_f32_to_bf16(1.0f), fa_f32_to_bf16(0x1.8p-24f), fa_f32_to_bf16(0x1p-24f)};
-            uint32_t pb[32];
-            float pc[16];
-            for (int j = 0; j < 16; j++) {
-                pb[j] = (uint32_t)fa_f32_to_bf16(1.0f) << 16;
-                pb[16 + j] = (uint32_t)fa_f32_to_bf16(1.0f) | (uint32_t)fa_f32_to_bf16(1.0f) << 16;
-            }
-            kern->gemm_bf16(1, 16, 2, pa, 4, pb, 16, pc, 16, 0, 1.0f);
-            printf("[%s] order probe: %a (%s)\n", kern->isa, pc[0],
-                   pc[0] == 0x1.000002p0f ? "odd product first, as the SDM states" : "not the SDM's order");
+            /* the real instruction's probe, reported: see the top of this file */
+            const float probe = order_probe(kern->gemm_bf16);
+            printf("[%s] order probe: %a (%s)\n", kern->isa, probe,
+                   probe == 0x1.000002p0f ? "odd product first, as the SDM states" : "not the SDM's order");
         }
     }
     printf("gemm_bf16 kernels tested: %d%s\n", tested,

@@ -35,17 +35,6 @@
  * exposes the f32 rounding of LSE itself, ~1e-6 relative in P at |LSE| ~ 100.) */
 static float lse2(float lse) { return isinf(lse) ? INFINITY : (float)((double)lse * FA_LOG2E); }
 
-/* Pairs (2p, 2p + 1) of two bf16 rows, one every nr words down a panel. */
-static void pack_pairs(uint32_t *qw, uint32_t *dw, int64_t nr, int64_t d, const void *qrow,
-                       const void *drow) {
-    const uint16_t *q16 = qrow, *d16 = drow;
-    for (int64_t p = 0; p < d / 2; p++) {
-        qw[p * nr] = (uint32_t)q16[2 * p] | (uint32_t)q16[2 * p + 1] << 16;
-        dw[p * nr] = (uint32_t)d16[2 * p] | (uint32_t)d16[2 * p + 1] << 16;
-    }
-    if (d & 1) qw[d / 2 * nr] = q16[d - 1], dw[d / 2 * nr] = d16[d - 1];
-}
-
 static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                         int64_t g, float *gbase, int64_t hi, int64_t qb, float *tmp) {
     const fa_problem *f = &pb->f;
@@ -71,10 +60,10 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
          * the panels hold pairs of Q's and dO's own bf16 elements (2p, 2p + 1),
          * zero on top past an odd head_dim, which gemm_bf16 scales as the
          * forward's does; the LSE and D row stays at row d. */
-        if (plan->bf16_dot)
-            pack_pairs((uint32_t *)qp, (uint32_t *)dop, nr, d, fa_row_ptr(f->q, b, i, h),
-                       fa_row_ptr(pb->dout, b, i, h));
-        else
+        if (plan->bf16_dot) {
+            fa_pairs_down((uint32_t *)qp, nr, fa_row_ptr(f->q, b, i, h), d);
+            fa_pairs_down((uint32_t *)dop, nr, fa_row_ptr(pb->dout, b, i, h), d);
+        } else
             for (int64_t c = 0; c < d; c++) qp[c * nr] = qr[c] * f->scale_log2, dop[c * nr] = dr[c];
         kern->scale(qr, d, pb->scale);
         for (int64_t p = 0; p < plan->col_panels; p++) {

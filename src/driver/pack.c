@@ -38,13 +38,8 @@ void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t 
 void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
                      int64_t j0, int64_t j1, uint32_t *dst) {
     const int64_t d = pb->head_dim, dh = (d + 1) / 2, nr = kern->nr;
-    for (int64_t j = j0; j < j1; j++) {
-        const uint16_t *row = (const uint16_t *)fa_row_ptr(pb->k, b, j, hk);
-        uint32_t *col = dst + (j / nr) * nr * dh + j % nr;
-        for (int64_t p = 0; p < d / 2; p++)
-            col[p * nr] = (uint32_t)row[2 * p] | (uint32_t)row[2 * p + 1] << 16;
-        if (d & 1) col[(dh - 1) * nr] = row[d - 1];
-    }
+    for (int64_t j = j0; j < j1; j++)
+        fa_pairs_down(dst + (j / nr) * nr * dh + j % nr, nr, fa_row_ptr(pb->k, b, j, hk), d);
     if (j1 == pb->seq_k && j1 % nr) {
         uint32_t *panel = dst + (j1 / nr) * nr * dh;
         for (int64_t p = 0; p < dh; p++)

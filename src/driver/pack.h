@@ -43,6 +43,15 @@ void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t 
 void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
                int64_t j0, int64_t j1, float *dst, float *tmp);
 
+/* Pairs (2p, 2p + 1) of a row of d bf16, one 32-bit pair every `stride`
+ * pairs down dst, element 2p in the low half; an odd d's last pair has 0
+ * on top. Bits are copied, never rounded. */
+static inline void fa_pairs_down(uint32_t *dst, int64_t stride, const void *row, int64_t d) {
+    const uint16_t *x = (const uint16_t *)row;
+    for (int64_t p = 0; p < d / 2; p++) dst[p * stride] = (uint32_t)x[2 * p] | (uint32_t)x[2 * p + 1] << 16;
+    if (d & 1) dst[d / 2 * stride] = x[d - 1];
+}
+
 /* The bf16 dot-product route's layouts (gemm_bf16 in kernels.h), with
  * dh = ceil(head_dim / 2) pairs per row; the bf16 bits are copied, never
  * rounded. Keys [j0, j1) of K: panel j / nr is [dh][nr] pairs, pair (p, c)
