@@ -1,6 +1,6 @@
 /*
- * AVX512_BF16 GEMM register tile: C[m x n] = alpha * A . B (+ C), A in
- * bf16 pairs, B in rows of n bf16 pairs, m <= 12, n in {16, 32}
+ * AVX512_BF16 GEMM register tile: C[m x n] = alpha * A . B, or C += A . B,
+ * A in bf16 pairs, B in rows of n bf16 pairs, m <= 12, n in {16, 32}
  * (contract and layouts: kernels.h gemm_bf16). No alignment needed.
  *
  * The shape is the f32 tile's (gemm_avx512.c), one k step per pair: 24 zmm
@@ -18,9 +18,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx512/avx512.h"
 #include "kernels/avx512bf16/avx512bf16.h"
-
-#define FA_BF16_MR 12
 
 #ifdef FA_BF16_EMULATE
 #define FA_GEMM_BF16 fa_gemm_bf16_emulated
@@ -56,7 +55,7 @@ static inline __attribute__((always_inline)) void tile(const int m, const int nv
                                                        const uint16_t *a, int64_t lda,
                                                        const uint32_t *b, int64_t ldb, float *c,
                                                        int64_t ldc, int accumulate, float alpha) {
-    __m512 acc[FA_BF16_MR][2];
+    __m512 acc[FA_AVX512_MR][2]; /* the AVX-512 table's MR: the tables share it */
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++)
 #pragma GCC unroll 2
