@@ -35,9 +35,15 @@ static int64_t strip_cols(const fa_problem *pb, int64_t s0, int64_t s1, int64_t 
     return need < j1 - j0 ? need : j1 - j0;
 }
 
-void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
-                  int64_t b, int64_t h, int64_t i0, int64_t i1, const float *kp,
-                  const float *vp, float *tw) {
+/* The block, for one route: dot is a literal at both call sites below, so
+ * each route compiles to its own copy and the f32 one carries no test of
+ * it (at seq 16 those tests cost 0.9% of the instructions). */
+static inline __attribute__((always_inline)) void block(const fa_problem *pb,
+                                                       const fa_fwd_plan *plan,
+                                                       const fa_kernels *kern, int64_t b,
+                                                       int64_t h, int64_t i0, int64_t i1,
+                                                       const float *kp, const float *vp,
+                                                       float *tw, const int dot) {
     const int64_t d = pb->head_dim, dp = pb->head_dim_pad;
     const int64_t bm = plan->block_m, bn = plan->block_n;
     const int mr = kern->mr, nr = kern->nr;
@@ -48,7 +54,6 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     float *mx = acc + round16((size_t)(bm * dp));
     float *ls = mx + round16((size_t)bm);
     /* Dot route: Q rows as bf16 pairs in Q's place, and P's bf16 copy. */
-    const int dot = plan->bf16_dot;
     const int64_t dh = (d + 1) / 2, kh = (pb->seq_k + 1) / 2;
     uint16_t *q16 = (uint16_t *)qt, *p16 = (uint16_t *)(ls + round16((size_t)bm));
 
@@ -78,6 +83,7 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
      * sequences those recomputations cost as much as the softmax). At most
      * one strip per row: block_m <= FA_MAX_BLOCK. */
     int32_t cols[FA_MAX_BLOCK];
+    uint8_t first[FA_MAX_BLOCK]; /* the strip's first block: it overwrites acc */
     const int strips = (m + mr - 1) / mr;
     for (int64_t j0 = j_lo / bn * bn; j0 < j_end; j0 += bn) {
         const int64_t j1 = j0 + bn < pb->seq_k ? j0 + bn : pb->seq_k;
@@ -85,6 +91,7 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
         for (int s = 0; s < strips; s++) {
             const int r0 = s * mr, mm = m - r0 < mr ? m - r0 : mr;
             cols[s] = (int32_t)strip_cols(pb, i0 + r0, i0 + r0 + mm, j0, j1);
+            first[s] = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
             if (cols[s] > ncols_max) ncols_max = cols[s];
         }
         /* S = Q K^T over whole nr-key panels, each panel for the strips
@@ -109,13 +116,11 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
             const int r0 = s * mr, mm = m - r0 < mr ? m - r0 : mr;
             const int64_t ncols = cols[s];
             if (!ncols) continue;
-            /* The strip's first block overwrites acc, so acc needs no clearing. */
-            const int first = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
             /* Only blocks that cut some row's visible range need the mask. */
             const int full = fa_key_lo(pb, i0 + r0 + mm - 1) <= j0 && fa_key_end(pb, i0 + r0) >= j0 + ncols;
             for (int r = r0; r < r0 + mm; r++) {
                 fa_softmax_row(kern, st + r * bn, j0, ncols, !full, fa_key_lo(pb, i0 + r),
-                               fa_key_end(pb, i0 + r), &mx[r], &ls[r], acc + r * dp, dp, first);
+                               fa_key_end(pb, i0 + r), &mx[r], &ls[r], acc + r * dp, dp, first[s]);
                 if (dot) {
                     /* an odd count (the last keys) gets a zero partner */
                     kern->store(p16 + r * bn, FLASHATTN_BF16, st + r * bn, ncols, 1.0f);
@@ -129,14 +134,13 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
             for (int s = 0; s < strips; s++) {
                 const int r0 = s * mr, mm = m - r0 < mr ? m - r0 : mr;
                 if (!cols[s]) continue;
-                const int first = j0 == fa_key_lo(pb, i0 + r0) / bn * bn;
                 if (dot)
                     kern->gemm_bf16(mm, n, (cols[s] + 1) / 2, p16 + r0 * bn, bn,
                                     (const uint32_t *)vp + c * kh + j0 / 2 * n, n,
-                                    acc + r0 * dp + c, dp, !first, 1.0f);
+                                    acc + r0 * dp + c, dp, !first[s], 1.0f);
                 else
                     kern->gemm(mm, n, cols[s], st + r0 * bn, bn,
-                               vp + c * pb->seq_k + j0 * n, n, acc + r0 * dp + c, dp, !first);
+                               vp + c * pb->seq_k + j0 * n, n, acc + r0 * dp + c, dp, !first[s]);
             }
         }
     }
@@ -156,4 +160,13 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
                 ls[r] == 0.0f ? -INFINITY
                               : (float)(FA_LN2 * ((double)mx[r] + log2((double)ls[r])));
     }
+}
+
+void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
+                  int64_t b, int64_t h, int64_t i0, int64_t i1, const float *kp,
+                  const float *vp, float *tw) {
+    if (plan->bf16_dot)
+        block(pb, plan, kern, b, h, i0, i1, kp, vp, tw, 1);
+    else
+        block(pb, plan, kern, b, h, i0, i1, kp, vp, tw, 0);
 }
