@@ -52,17 +52,17 @@ void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, in
     const int64_t d = pb->head_dim, dp = pb->head_dim_pad, nr = kern->nr;
     const int64_t kh = (pb->seq_k + 1) / 2;
     for (int64_t j = j0; j < j1; j += 2) {
+        /* the key past an odd seq_k reads row j again, masked to zero */
+        const int last = j + 1 >= pb->seq_k;
         const uint16_t *r0 = (const uint16_t *)fa_row_ptr(pb->v, b, j, hk);
-        const uint16_t *r1 = j + 1 < pb->seq_k ? (const uint16_t *)fa_row_ptr(pb->v, b, j + 1, hk) : NULL;
+        const uint16_t *r1 = last ? r0 : (const uint16_t *)fa_row_ptr(pb->v, b, j + 1, hk);
+        const uint32_t keep = last ? 0u : 0xffffu;
         fa_prefetch_rows_ahead(pb->v, r0, FA_ROW_AHEAD);
         for (int64_t c = 0; c < dp; c += nr) {
-            const int64_t w = dp - c < nr ? dp - c : nr;
+            const int64_t w = dp - c < nr ? dp - c : nr, in = d - c < w ? (d > c ? d - c : 0) : w;
             uint32_t *out = dst + c * kh + (j / 2) * w;
-            for (int64_t x = 0; x < w; x++) {
-                const int64_t col = c + x;
-                const uint32_t lo = col < d ? r0[col] : 0, hi = r1 && col < d ? r1[col] : 0;
-                out[x] = lo | hi << 16;
-            }
+            for (int64_t x = 0; x < in; x++) out[x] = r0[c + x] | (r1[c + x] & keep) << 16;
+            for (int64_t x = in; x < w; x++) out[x] = 0;
         }
     }
 }
