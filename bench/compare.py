@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Time flashattn against torch's scaled_dot_product_attention on the CPU.
 
-Both run with the same thread count, forward and backward, on the bench's
-default shapes (batch 1, heads 8, head_dim 128, seq 512..4096), each in its
-native layout: flashattn (batch, seq, heads, dim), SDPA (batch, heads, seq, dim).
-Writes a markdown table (--md) and a PNG plot of time against sequence length
-(--png). Without torch only flashattn's forward (NumPy) is timed.
+Both run with the same thread count, each in its native layout: flashattn
+(batch, seq, heads, dim), SDPA (batch, heads, seq, dim). Prefill rows time
+the forward and the backward on the default shapes (batch 1, heads 8,
+head_dim 128, seq 512..4096); --decode times one generation step (seq_q 1)
+against a KV cache instead (flash_attn_with_kvcache against SDPA with
+enable_gqa). The calls a row compares are timed in turn, one of each per
+round, odd rounds in reverse order, and each gets the median of its rounds,
+so a ratio compares calls made at the same moments (this machine's speed
+drifts by tens of percent within a minute). Writes a markdown table (--md)
+and, for prefill, a PNG plot of time against sequence length (--png).
+Without torch only flashattn's forward (NumPy) is timed.
 
-    python bench/compare.py --threads 2 --reps 5
+    OMP_PROC_BIND=spread OMP_PLACES=cores python bench/compare.py --threads 2 --reps 5
 """
 
 import argparse
@@ -26,23 +32,35 @@ except ImportError:
     torch = None
 
 
-def median_ms(fn, reps):
-    fn()  # warm up: first-touch of buffers, OpenMP thread start
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+def alternate(fns, reps):
+    """Median ms of each named call; one call of each per round, every
+    other round in reverse order, after one warm-up call of each
+    (first-touch of buffers, thread-pool start)."""
+    names = list(fns)
+    for name in names:
+        fns[name]()
+    times = {name: [] for name in names}
+    for r in range(reps):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            t0 = time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - t0)
+    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
-def backward_ms(forward, inputs, reps):
-    """Median time of one backward pass alone: the forward graph is built
-    once and its backward replayed (retain_graph keeps the saved tensors)."""
+def backward_call(forward, inputs):
+    """One backward pass alone, replayed on a graph built once (retain_graph
+    keeps the saved tensors); gradients are dropped between calls so each
+    call writes them afresh."""
     inputs = [x.detach().requires_grad_() for x in inputs]
     out = forward(*inputs)
     dout = torch.randn_like(out)
-    return median_ms(lambda: out.backward(dout, retain_graph=True), reps)
+
+    def call():
+        for x in inputs:
+            x.grad = None
+        out.backward(dout, retain_graph=True)
+    return call
 
 
 def time_torch(args, seq, dtype):
@@ -54,14 +72,32 @@ def time_torch(args, seq, dtype):
     sdpa = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
         q, k, v, is_causal=args.causal)
     ours = lambda q, k, v: flashattn.flash_attn_func(q, k, v, causal=args.causal)
-    row = {"fa_fwd": median_ms(lambda: ours(*bshd), args.reps),
-           "pt_fwd": median_ms(lambda: sdpa(*bhsd), args.reps),
-           "pt_bwd": backward_ms(sdpa, bhsd, args.reps)}
-    try:
-        row["fa_bwd"] = backward_ms(ours, bshd, args.reps)
-    except NotImplementedError as e:
-        print("flashattn backward: %s" % e, file=sys.stderr)
-        row["fa_bwd"] = None
+    # Same attention before any timing: a fast wrong answer would be no result.
+    diff = (ours(*bshd).float() - sdpa(*bhsd).transpose(1, 2).float()).abs().max().item()
+    fns = {"fa_fwd": lambda: ours(*bshd), "pt_fwd": lambda: sdpa(*bhsd)}
+    if not args.no_bwd:
+        fns["pt_bwd"] = backward_call(sdpa, bhsd)
+        try:
+            fns["fa_bwd"] = backward_call(ours, bshd)
+        except NotImplementedError as e:
+            print("flashattn backward: %s" % e, file=sys.stderr)
+    row = {"fa_bwd": None, "pt_bwd": None, "maxdiff": diff}
+    row.update(alternate(fns, args.reps))
+    return row
+
+
+def time_decode(args, kv_len, dtype):
+    """One generation step: seq_q 1, a cache of kv_len rows, GQA."""
+    b, h, hk, d = args.batch, args.heads, args.heads_kv, args.head_dim
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(b, 1, h, d, generator=g).to(dtype)
+    kc, vc = (torch.randn(b, kv_len, hk, d, generator=g).to(dtype) for _ in range(2))
+    qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, kc, vc))
+    sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+    ours = lambda: flashattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=kv_len)
+    diff = (ours().float() - sdpa().transpose(1, 2).float()).abs().max().item()
+    row = {"fa_bwd": None, "pt_bwd": None, "maxdiff": diff}
+    row.update(alternate({"fa_fwd": ours, "pt_fwd": sdpa}, args.reps))
     return row
 
 
@@ -70,7 +106,9 @@ def time_numpy(args, seq, dtype):
     q, k, v = (rng.standard_normal((args.batch, seq, args.heads, args.head_dim))
                .astype(dtype) for _ in range(3))
     run = lambda: flashattn.attention(q, k, v, causal=args.causal, num_threads=args.threads)
-    return {"fa_fwd": median_ms(run, args.reps), "pt_fwd": None, "fa_bwd": None, "pt_bwd": None}
+    row = {"fa_bwd": None, "pt_fwd": None, "pt_bwd": None, "maxdiff": None}
+    row.update(alternate({"fa_fwd": run}, args.reps))
+    return row
 
 
 def fmt(ms):
@@ -81,17 +119,19 @@ def ratio(ours, theirs):
     return "n/a" if ours is None or theirs is None else "%.2fx" % (theirs / ours)
 
 
-def write_table(path, rows, header):
+def write_table(path, rows, header, decode):
+    what = "kv_len" if decode else "seq"
     lines = header + [
         "",
-        "| seq | flashattn fwd ms | SDPA fwd ms | fwd speed-up | flashattn bwd ms | "
-        "SDPA bwd ms | bwd speed-up |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| %s | flashattn fwd ms | SDPA fwd ms | fwd speed-up | flashattn bwd ms | "
+        "SDPA bwd ms | bwd speed-up | max abs diff |" % what,
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for seq, r in rows:
-        lines.append("| %d | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %d | %s | %s | %s | %s | %s | %s | %s |" % (
             seq, fmt(r["fa_fwd"]), fmt(r["pt_fwd"]), ratio(r["fa_fwd"], r["pt_fwd"]),
-            fmt(r["fa_bwd"]), fmt(r["pt_bwd"]), ratio(r["fa_bwd"], r["pt_bwd"])))
+            fmt(r["fa_bwd"]), fmt(r["pt_bwd"]), ratio(r["fa_bwd"], r["pt_bwd"]),
+            "n/a" if r["maxdiff"] is None else "%.1e" % r["maxdiff"]))
     text = "\n".join(lines) + "\n"
     with open(path, "w") as f:
         f.write(text)
@@ -99,7 +139,11 @@ def write_table(path, rows, header):
 
 
 def write_plot(path, rows, title):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib not installed: no plot written", file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     seqs = [s for s, _ in rows]
@@ -125,23 +169,38 @@ def write_plot(path, rows, title):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seq", default="512,1024,2048,4096")
+    ap.add_argument("--seq", default=None,
+                    help="sequence lengths (prefill, default 512..4096) or cache lengths "
+                         "(--decode, default 4096,32768)")
+    ap.add_argument("--decode", action="store_true", help="time one decode step instead")
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--heads", type=int, default=None, help="default 8 (prefill), 32 (decode)")
+    ap.add_argument("--heads-kv", type=int, default=8, help="decode only")
     ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None,
+                    help="default float32 (prefill), float16 (decode)")
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--no-bwd", action="store_true", help="forward only")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--md", default="compare.md")
     ap.add_argument("--png", default="compare.png")
     args = ap.parse_args()
+    if args.heads is None:
+        args.heads = 32 if args.decode else 8
+    if args.dtype is None:
+        args.dtype = "float16" if args.decode else "float32"
+    if args.seq is None:
+        args.seq = "4096,32768" if args.decode else "512,1024,2048,4096"
     seqs = [int(s) for s in args.seq.split(",")]
 
     if torch is not None:
         torch.set_num_threads(args.threads)  # flash_attn_func follows torch's setting
         dtype = getattr(torch, args.dtype)
-        timer, versus = time_torch, "torch %s" % torch.__version__
+        timer = time_decode if args.decode else time_torch
+        versus = "torch %s" % torch.__version__
+    elif args.decode:
+        sys.exit("compare.py --decode needs torch")
     else:
         import ml_dtypes
         dtype = ml_dtypes.bfloat16 if args.dtype == "bfloat16" else np.dtype(args.dtype)
@@ -149,15 +208,23 @@ def main():
     rows = []
     for seq in seqs:
         rows.append((seq, timer(args, seq, dtype)))
-        print("seq %d done" % seq, file=sys.stderr)
+        print("%d done" % seq, file=sys.stderr)
 
-    title = ("batch %d, heads %d, head_dim %d, %s%s, %d threads; flashattn %s (%s), %s"
-             % (args.batch, args.heads, args.head_dim, args.dtype,
-                ", causal" if args.causal else "", args.threads, flashattn.__version__,
-                flashattn.isa(), versus))
-    note = "median of %d runs after a warm-up; speed-up = SDPA time / flashattn time" % args.reps
-    write_table(args.md, rows, ["# flashattn vs torch SDPA (CPU)", "", title, "", note])
-    write_plot(args.png, rows, title)
+    if args.decode:
+        shape = "decode: batch %d, seq_q 1, heads %d, heads_kv %d" % (
+            args.batch, args.heads, args.heads_kv)
+    else:
+        shape = "batch %d, heads %d" % (args.batch, args.heads)
+    title = ("%s, head_dim %d, %s%s, %d threads; flashattn %s (%s), %s"
+             % (shape, args.head_dim, args.dtype, ", causal" if args.causal else "",
+                args.threads, flashattn.__version__, flashattn.isa(), versus))
+    note = ("median of %d rounds after a warm-up, the calls alternating within each round; "
+            "speed-up = SDPA time / flashattn time; max abs diff = flashattn's output "
+            "against SDPA's" % args.reps)
+    write_table(args.md, rows, ["# flashattn vs torch SDPA (CPU)", "", title, "", note],
+                args.decode)
+    if not args.decode:
+        write_plot(args.png, rows, title)
 
 
 if __name__ == "__main__":
