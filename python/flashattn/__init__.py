@@ -32,7 +32,10 @@ def isa():
 def __getattr__(name):
     if name in _TORCH_NAMES:
         from . import flash_attn_interface
-        return getattr(flash_attn_interface, name)
+        # bound here once: later look-ups skip this hook (microseconds per call)
+        for n in _TORCH_NAMES:
+            globals()[n] = getattr(flash_attn_interface, n)
+        return globals()[name]
     raise AttributeError("module 'flashattn' has no attribute %r" % name)
 
 

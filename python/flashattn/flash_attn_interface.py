@@ -45,18 +45,49 @@ def _unsupported(dropout_p=0.0, softcap=0.0, alibi_slopes=None):
                                   "has no ALiBi bias yet); pass alibi_slopes=None")
 
 
-def _params(softmax_scale, causal, window_size, deterministic):
-    return _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
-                           align=ALIGN_BOTTOM_RIGHT, num_threads=torch.get_num_threads(),
-                           deterministic=deterministic)
+_params_cache = {}
+_PLAIN = (type(None), bool, int, float)
 
 
-def _forward(q, k, v, params):
-    """out and softmax_lse (batch, nheads, seqlen_q) for readable q, k, v."""
-    out = torch.empty(q.shape[:3] + v.shape[3:], dtype=q.dtype)
-    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
-    tq, tk, tv, to = describe(q), describe(k), describe(v), describe(out)
-    status = _lib.lib.flashattn_fwd(tq, tk, tv, to, float_ptr(lse), params, None, 0)
+def _params(softmax_scale, causal, window_size, deterministic, num_splits=0):
+    """The call's Params. The library only reads them, so one object per
+    set of options is kept and shared (building one costs microseconds that
+    short calls and decode steps notice); options that cannot be a dict key
+    are validated and built afresh."""
+    threads = torch.get_num_threads()
+    key = (softmax_scale, causal, window_size, deterministic, num_splits, threads)
+    # only plain Python values: a tensor would hash by identity, not value
+    plain = all(type(x) in _PLAIN for x in key[:2] + key[3:]) and type(window_size) in \
+        (tuple, list) and all(type(x) is int for x in window_size)
+    if plain:
+        key = key[:2] + (tuple(window_size),) + key[3:]
+        params = _params_cache.get(key)
+        if params is not None:
+            return params
+    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
+                             align=ALIGN_BOTTOM_RIGHT, num_threads=threads,
+                             deterministic=deterministic, num_splits=num_splits)
+    if plain and len(_params_cache) < 64:
+        _params_cache[key] = params
+    return params
+
+
+def _no_grad(*tensors):
+    """True when autograd would record nothing: the call can skip the
+    autograd Function (and the LSE it saves) altogether."""
+    return not torch.is_grad_enabled() or not any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+
+
+def _forward(q, k, v, params, want_lse=True):
+    """out and softmax_lse (batch, nheads, seqlen_q) for readable q, k, v;
+    softmax_lse is None, and not computed, when not wanted."""
+    out = torch.empty_like(q, memory_format=torch.contiguous_format) \
+        if v.shape[3] == q.shape[3] else torch.empty(q.shape[:3] + v.shape[3:], dtype=q.dtype)
+    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32) \
+        if want_lse else None
+    status = _lib.lib.flashattn_fwd(describe(q), describe(k), describe(v), describe(out),
+                                    None if lse is None else float_ptr(lse), params, None, 0)
     _lib.check(status, "flashattn_fwd")
     return out, lse
 
@@ -149,7 +180,11 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     """
     _unsupported(dropout_p, softcap, alibi_slopes)
     params = _params(softmax_scale, causal, window_size, deterministic)
-    out, lse = _FlashAttnFunc.apply(q, k, v, params)
+    if _no_grad(q, k, v):
+        out, lse = _forward(readable(q, "q"), readable(k, "k"), readable(v, "v"), params,
+                            want_lse=return_attn_probs)
+    else:
+        out, lse = _FlashAttnFunc.apply(q, k, v, params)
     return _result(out, lse, return_attn_probs)
 
 
@@ -159,7 +194,11 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
     """qkv: (batch, seqlen, 3, nheads, headdim). Otherwise as flash_attn_func."""
     _unsupported(dropout_p, softcap, alibi_slopes)
     params = _params(softmax_scale, causal, window_size, deterministic)
-    out, lse = _FlashAttnQKVPackedFunc.apply(qkv, params)
+    if _no_grad(qkv):
+        out, lse = _forward(*readable(qkv, "qkv", ndim=5).unbind(2), params,
+                            want_lse=return_attn_probs)
+    else:
+        out, lse = _FlashAttnQKVPackedFunc.apply(qkv, params)
     return _result(out, lse, return_attn_probs)
 
 
@@ -170,7 +209,11 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
     nheads_k, headdim). Otherwise as flash_attn_func."""
     _unsupported(dropout_p, softcap, alibi_slopes)
     params = _params(softmax_scale, causal, window_size, deterministic)
-    out, lse = _FlashAttnKVPackedFunc.apply(q, kv, params)
+    if _no_grad(q, kv):
+        out, lse = _forward(readable(q, "q"), *readable(kv, "kv", ndim=5).unbind(2), params,
+                            want_lse=return_attn_probs)
+    else:
+        out, lse = _FlashAttnKVPackedFunc.apply(q, kv, params)
     return _result(out, lse, return_attn_probs)
 
 
@@ -233,11 +276,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if lens.shape[0] != q.shape[0]:
         raise ValueError("cache_seqlens must have one length per batch entry (%d), got %d"
                          % (q.shape[0], lens.shape[0]))
-    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
-                             align=ALIGN_BOTTOM_RIGHT, num_threads=torch.get_num_threads(),
-                             num_splits=num_splits)
-    out = torch.empty(q.shape, dtype=q.dtype)
-    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    params = _params(softmax_scale, causal, window_size, False, num_splits)
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32) \
+        if return_softmax_lse else None
     _lib.decode(describe(q), describe(k_cache), describe(v_cache), *new, describe(out),
-                float_ptr(lse), (lens.data_ptr(), lens.dtype == torch.int64), table, params)
+                None if lse is None else float_ptr(lse),
+                (lens.data_ptr(), lens.dtype == torch.int64), table, params)
     return (out, lse) if return_softmax_lse else out

@@ -244,6 +244,48 @@ def test_no_grad_inputs_give_an_output_without_grad():
     assert not flash_attn_func(q, k, v).requires_grad
 
 
+@pytest.mark.parametrize("probs", [False, True])
+def test_calls_without_autograd_equal_the_autograd_ones(probs):
+    """Without gradients to record the calls skip the autograd Function (and
+    the LSE, unless asked for): the results must be those of the recorded
+    call, bit for bit, for the three entry points."""
+    q, k, v = make((2, 33, 33, 4, 2, 32), torch.float32, seed=3)
+    qkv = torch.stack([q, q.flip(1), q.flip(2)], dim=2)
+    kv = torch.stack([k, v], dim=2)
+    calls = [lambda a: flash_attn_func(*a, causal=True, return_attn_probs=probs),
+             lambda a: flash_attn_qkvpacked_func(a[0], return_attn_probs=probs),
+             lambda a: flash_attn_kvpacked_func(*a, window_size=(5, 1),
+                                                return_attn_probs=probs)]
+    for call, args in zip(calls, [(q, k, v), (qkv,), (q, kv)]):
+        recorded = call([t.detach().requires_grad_() for t in args])
+        with torch.no_grad():
+            plain = call([t.detach().requires_grad_() for t in args])
+        free = call([t.detach() for t in args])
+        for res in (plain, free):
+            if probs:
+                assert res[2] is None and not res[0].requires_grad
+                assert torch.equal(res[0], recorded[0].detach())
+                assert torch.equal(res[1], recorded[1])
+            else:
+                assert torch.equal(res, recorded.detach()) and not res.requires_grad
+
+
+def test_params_follow_the_thread_count_and_skip_tensor_options():
+    from flashattn import flash_attn_interface as fi
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            assert fi._params(None, True, (-1, -1), False).num_threads == n
+    finally:
+        torch.set_num_threads(before)
+    # an option given as a tensor is read for its value at each call, never kept
+    causal = torch.tensor(True)
+    assert fi._params(None, causal, (-1, -1), False).causal == 1
+    causal.fill_(False)
+    assert fi._params(None, causal, (-1, -1), False).causal == 0
+
+
 # ---- KV cache ---------------------------------------------------------------
 
 def kvcache_case(dtype, seq_q=1, seq_new=2, lens=(0, 9, 30), capacity=40, seed=10):
