@@ -162,7 +162,8 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     plan->t_st = off, off += r16(bn * lt);
     plan->t_dpt = off, off += r16(bn * lt);
     plan->t_dqt = off, off += r16(d * bm_);
-    plan->t_row = off, off += 3 * r16(row_cols); /* packing: Qs, dO and O rows */
+    /* packing: Qs, dO and O rows; reduce: 16 dQ rows */
+    plan->t_row = off, off += 3 * r16(row_cols) > r16(16 * d) ? 3 * r16(row_cols) : r16(16 * d);
     plan->bf16_dot = kern->gemm_bf16 && pb->q->dtype == FLASHATTN_BF16 &&
                      pb->k->dtype == FLASHATTN_BF16 && pb->v->dtype == FLASHATTN_BF16 &&
                      dout_dtype == FLASHATTN_BF16;
