@@ -2,7 +2,9 @@
 """Time flashattn against torch's scaled_dot_product_attention on the CPU.
 
 Both run with the same thread count, each in its native layout: flashattn
-(batch, seq, heads, dim), SDPA (batch, heads, seq, dim). Prefill rows time
+(batch, seq, heads, dim), SDPA (batch, heads, seq, dim); --layout bshd or
+bhsd makes both read the same memory instead (one gets a transposed view,
+as SDPA does in models that project to (batch, seq, heads, dim)). Prefill rows time
 the forward and the backward on the default shapes (batch 1, heads 8,
 head_dim 128, seq 512..4096); --decode times one generation step (seq_q 1)
 against a KV cache instead (flash_attn_with_kvcache against SDPA with
@@ -69,6 +71,13 @@ def time_torch(args, seq, dtype):
     bshd = [torch.randn(b, seq, h, d, generator=g, dtype=torch.float32).to(dtype)
             for _ in range(3)]
     bhsd = [x.transpose(1, 2).contiguous() for x in bshd]
+    # Both read the same memory when a layout is forced: the other library
+    # gets a transposed view (torch models pass SDPA such views of their
+    # (batch, seq, heads, dim) projections).
+    if args.layout == "bshd":
+        bhsd = [x.transpose(1, 2) for x in bshd]
+    elif args.layout == "bhsd":
+        bshd = [x.transpose(1, 2) for x in bhsd]
     sdpa = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
         q, k, v, is_causal=args.causal)
     ours = lambda q, k, v: flashattn.flash_attn_func(q, k, v, causal=args.causal)
@@ -181,6 +190,10 @@ def main():
                     help="default float32 (prefill), float16 (decode)")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--no-bwd", action="store_true", help="forward only")
+    ap.add_argument("--layout", choices=["native", "bshd", "bhsd"], default="native",
+                    help="prefill inputs: each library's native contiguous layout (flashattn "
+                         "(batch, seq, heads, dim), SDPA (batch, heads, seq, dim)), or both "
+                         "reading the same memory in one of them")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--md", default="compare.md")
@@ -215,8 +228,9 @@ def main():
             args.batch, args.heads, args.heads_kv)
     else:
         shape = "batch %d, heads %d" % (args.batch, args.heads)
-    title = ("%s, head_dim %d, %s%s, %d threads; flashattn %s (%s), %s"
-             % (shape, args.head_dim, args.dtype, ", causal" if args.causal else "",
+    layout = "" if args.decode or args.layout == "native" else ", both read %s memory" % args.layout
+    title = ("%s, head_dim %d, %s%s%s, %d threads; flashattn %s (%s), %s"
+             % (shape, args.head_dim, args.dtype, ", causal" if args.causal else "", layout,
                 args.threads, flashattn.__version__, flashattn.isa(), versus))
     note = ("median of %d rounds after a warm-up, the calls alternating within each round; "
             "speed-up = SDPA time / flashattn time; max abs diff = flashattn's output "
