@@ -8,6 +8,7 @@ import ctypes
 import glob
 import operator
 import os
+import threading
 
 c_int64 = ctypes.c_int64
 
@@ -138,8 +139,12 @@ for _name, _restype, _argtypes in [
 for _name, _restype, _argtypes in [
     ("flashattn_bwd", ctypes.c_int, [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T,
                                      _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
+    ("flashattn_bwd_workspace_size", ctypes.c_int,
+     [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T, _P(Params), _P(ctypes.c_size_t)]),
     ("flashattn_decode", ctypes.c_int, [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float),
                                         _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
+    ("flashattn_decode_workspace_size", ctypes.c_int,
+     [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
     ("flashattn_kv_cache_init", None, [ctypes.c_void_p]),
     ("flashattn_merge", ctypes.c_int, [c_int64, _T, _P(_P(ctypes.c_float)), _T,
                                        _P(ctypes.c_float), _P(Params)]),
@@ -159,6 +164,40 @@ def require(symbol, feature):
     if not has(symbol):
         raise NotImplementedError("flashattn: this C library has no %s, so %s is not available"
                                   % (symbol, feature))
+
+
+# One scratch buffer per thread for the library's workspace, kept between
+# calls and grown to the largest so far (O(seq) bytes, never O(seq^2)).
+# With NULL the library allocates and frees its workspace on every call,
+# and at short sequences those fresh pages cost 10-20% of the call (seq 256,
+# 8 heads, d 128, 1 thread: 2.66-3.04 ms against 2.44-2.50 ms).
+_scratch = threading.local()
+SCRATCH_MAX = 256 << 20  # a larger workspace is left to the library, per call
+
+
+def run(fn, size_fn, *args):
+    """fn(*args, workspace, workspace_bytes) on this thread's scratch
+    buffer. The size is asked of the library (size_fn(*args, &bytes)), and
+    the buffer grown, only when there is none yet or the library reports
+    it too small (it then writes nothing). Returns fn's status."""
+    buf = getattr(_scratch, "buf", None)
+    if buf is not None:
+        status = fn(*args, ctypes.addressof(buf), len(buf))
+        if status != ERR_WORKSPACE_TOO_SMALL:
+            return status
+    need = ctypes.c_size_t()
+    status = size_fn(*args, ctypes.byref(need))
+    if status != OK:
+        return status
+    if need.value > SCRATCH_MAX:
+        return fn(*args, None, 0)
+    _scratch.buf = buf = (ctypes.c_char * max(need.value, 1))()
+    return fn(*args, ctypes.addressof(buf), len(buf))
+
+
+def release_scratch():
+    """Free this thread's scratch buffer (the next call allocates afresh)."""
+    _scratch.buf = None
 
 
 def check(status, what):
@@ -239,8 +278,9 @@ def decode(q, k_cache, v_cache, k_new, v_new, out, lse, seqlens, block_table, pa
     if block_table is not None:
         cache.block_table, cache.max_pages_per_seq = block_table
     ref = lambda t: None if t is None else ctypes.byref(t)
-    status = lib.flashattn_decode(ctypes.byref(q), ctypes.byref(cache), ref(k_new), ref(v_new),
-                                  ctypes.byref(out), lse, ctypes.byref(params), None, 0)
+    status = run(lib.flashattn_decode, lib.flashattn_decode_workspace_size, ctypes.byref(q),
+                 ctypes.byref(cache), ref(k_new), ref(v_new), ctypes.byref(out), lse,
+                 ctypes.byref(params))
     check(status, "flashattn_decode")
 
 

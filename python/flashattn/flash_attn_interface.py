@@ -86,8 +86,9 @@ def _forward(q, k, v, params, want_lse=True):
         if v.shape[3] == q.shape[3] else torch.empty(q.shape[:3] + v.shape[3:], dtype=q.dtype)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32) \
         if want_lse else None
-    status = _lib.lib.flashattn_fwd(describe(q), describe(k), describe(v), describe(out),
-                                    None if lse is None else float_ptr(lse), params, None, 0)
+    status = _lib.run(_lib.lib.flashattn_fwd, _lib.lib.flashattn_fwd_workspace_size,
+                      describe(q), describe(k), describe(v), describe(out),
+                      None if lse is None else float_ptr(lse), params)
     _lib.check(status, "flashattn_fwd")
     return out, lse
 
@@ -97,7 +98,8 @@ def _backward(q, k, v, out, dout, lse, dq, dk, dv, params):
     _lib.require("flashattn_bwd", "the gradient of flash_attn_func")
     inputs = [describe(t) for t in (q, k, v, out, readable(dout, "dout"))]
     grads = [describe(t) for t in (dq, dk, dv)]
-    status = _lib.lib.flashattn_bwd(*inputs, float_ptr(lse), *grads, params, None, 0)
+    status = _lib.run(_lib.lib.flashattn_bwd, _lib.lib.flashattn_bwd_workspace_size, *inputs,
+                      float_ptr(lse), *grads, params)
     _lib.check(status, "flashattn_bwd")
 
 

@@ -126,10 +126,10 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
     o = _output(out, q.shape[:3] + v.shape[3:], q.dtype)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
     tq, tk, tv, to = describe(q), describe(k), describe(v), describe(o)
-    status = _lib.lib.flashattn_fwd(ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
-                                    ctypes.byref(to),
-                                    None if lse is None else lse.ctypes.data_as(_FLOAT_PTR),
-                                    ctypes.byref(params), None, 0)
+    status = _lib.run(_lib.lib.flashattn_fwd, _lib.lib.flashattn_fwd_workspace_size,
+                      ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(to),
+                      None if lse is None else lse.ctypes.data_as(_FLOAT_PTR),
+                      ctypes.byref(params))
     _lib.check(status, "flashattn_fwd")
     return (o, lse) if return_lse else o
 
@@ -159,8 +159,8 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     dv = _output(dv, v.shape, v.dtype, "dv")
     descs = [describe(a) for a in (q, k, v, out, dout)]
     grads = [describe(a) for a in (dq, dk, dv)]
-    status = _lib.lib.flashattn_bwd(*descs, lse.ctypes.data_as(_FLOAT_PTR), *grads,
-                                    ctypes.byref(params), None, 0)
+    status = _lib.run(_lib.lib.flashattn_bwd, _lib.lib.flashattn_bwd_workspace_size, *descs,
+                      lse.ctypes.data_as(_FLOAT_PTR), *grads, ctypes.byref(params))
     _lib.check(status, "flashattn_bwd")
     return dq, dk, dv
 

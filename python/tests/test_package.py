@@ -107,3 +107,47 @@ def test_concurrent_calls_from_python_threads():
     for t in threads:
         t.join()
     assert all(np.array_equal(r, e) for r, e in zip(results, expected))
+
+
+def _qkv(seq, heads=2, d=32, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((1, seq, heads, d)).astype(np.float32) for _ in range(3)]
+
+
+def test_scratch_workspace_grows_and_never_changes_results(monkeypatch):
+    """The package keeps one workspace buffer per thread and grows it when
+    the library reports it too small: a call gives the same bits whether
+    its buffer was made for it, is left over from a larger call, is grown
+    from a smaller one, or is the library's own (SCRATCH_MAX exceeded)."""
+    small, large = _qkv(16), _qkv(700, seed=1)
+    _lib.release_scratch()
+    fresh_large = flashattn.attention(*large, causal=True)
+    _lib.release_scratch()
+    fresh_small = flashattn.attention(*small)
+    grown_large = flashattn.attention(*large, causal=True)  # too small -> grown
+    assert len(_lib._scratch.buf) > 0
+    reused_small = flashattn.attention(*small)               # larger buffer left over
+    monkeypatch.setattr(_lib, "SCRATCH_MAX", 0)
+    _lib.release_scratch()
+    own_large = flashattn.attention(*large, causal=True)     # the library allocates
+    assert getattr(_lib._scratch, "buf", None) is None
+    assert np.array_equal(fresh_large, grown_large) and np.array_equal(fresh_large, own_large)
+    assert np.array_equal(fresh_small, reused_small)
+
+
+def test_scratch_workspace_is_per_thread():
+    """Threads calling at once each use their own buffer."""
+    cases = [_qkv(seq, seed=seq) for seq in (40, 300, 90, 500)]
+    want = [flashattn.attention(*c) for c in cases]
+    got = [None] * len(cases)
+
+    def work(i):
+        for _ in range(5):
+            got[i] = flashattn.attention(*cases[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(np.array_equal(a, b) for a, b in zip(want, got))
