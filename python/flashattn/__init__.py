@@ -9,6 +9,7 @@ torch.
 
 from ._lib import (BadArgumentError, Error, LibraryError, OutOfMemoryError,
                    UnsupportedError, lib as _clib)
+from ._lib import release_scratch as release_workspace
 from .numpy_api import attention, attention_backward, attention_with_kvcache, merge
 
 _TORCH_NAMES = (
@@ -39,5 +40,6 @@ def __getattr__(name):
     raise AttributeError("module 'flashattn' has no attribute %r" % name)
 
 
-__all__ = ["attention", "attention_backward", "attention_with_kvcache", "merge", "isa", "Error",
+__all__ = ["attention", "attention_backward", "attention_with_kvcache", "merge", "isa",
+           "release_workspace", "Error",
            "BadArgumentError", "OutOfMemoryError", "UnsupportedError", "LibraryError"]

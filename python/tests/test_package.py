@@ -133,6 +133,11 @@ def test_scratch_workspace_grows_and_never_changes_results(monkeypatch):
     assert getattr(_lib._scratch, "buf", None) is None
     assert np.array_equal(fresh_large, grown_large) and np.array_equal(fresh_large, own_large)
     assert np.array_equal(fresh_small, reused_small)
+    monkeypatch.undo()
+    flashattn.attention(*small)
+    assert _lib._scratch.buf is not None
+    flashattn.release_workspace()
+    assert _lib._scratch.buf is None
 
 
 def test_scratch_workspace_is_per_thread():
