@@ -9,7 +9,7 @@ torch.
 
 from ._lib import (BadArgumentError, Error, LibraryError, OutOfMemoryError,
                    UnsupportedError, lib as _clib)
-from ._lib import release_scratch as release_workspace
+from ._lib import release_workspace
 from .numpy_api import attention, attention_backward, attention_with_kvcache, merge
 
 _TORCH_NAMES = (

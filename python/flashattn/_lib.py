@@ -195,7 +195,7 @@ def run(fn, size_fn, *args):
     return fn(*args, ctypes.addressof(buf), len(buf))
 
 
-def release_scratch():
+def release_workspace():
     """Free this thread's scratch buffer (the next call allocates afresh)."""
     _scratch.buf = None
 

@@ -52,15 +52,14 @@ _PLAIN = (type(None), bool, int, float)
 def _params(softmax_scale, causal, window_size, deterministic, num_splits=0):
     """The call's Params. The library only reads them, so one object per
     set of options is kept and shared (building one costs microseconds that
-    short calls and decode steps notice); options that cannot be a dict key
-    are validated and built afresh."""
+    short calls and decode steps notice); options that are not plain
+    Python values are validated and built afresh at every call."""
     threads = torch.get_num_threads()
-    key = (softmax_scale, causal, window_size, deterministic, num_splits, threads)
     # only plain Python values: a tensor would hash by identity, not value
-    plain = all(type(x) in _PLAIN for x in key[:2] + key[3:]) and type(window_size) in \
-        (tuple, list) and all(type(x) is int for x in window_size)
+    plain = all(type(x) in _PLAIN for x in (softmax_scale, causal, deterministic, num_splits)) \
+        and type(window_size) in (tuple, list) and all(type(x) is int for x in window_size)
     if plain:
-        key = key[:2] + (tuple(window_size),) + key[3:]
+        key = (softmax_scale, causal, tuple(window_size), deterministic, num_splits, threads)
         params = _params_cache.get(key)
         if params is not None:
             return params

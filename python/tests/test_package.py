@@ -120,15 +120,15 @@ def test_scratch_workspace_grows_and_never_changes_results(monkeypatch):
     its buffer was made for it, is left over from a larger call, is grown
     from a smaller one, or is the library's own (SCRATCH_MAX exceeded)."""
     small, large = _qkv(16), _qkv(700, seed=1)
-    _lib.release_scratch()
+    _lib.release_workspace()
     fresh_large = flashattn.attention(*large, causal=True)
-    _lib.release_scratch()
+    _lib.release_workspace()
     fresh_small = flashattn.attention(*small)
     grown_large = flashattn.attention(*large, causal=True)  # too small -> grown
     assert len(_lib._scratch.buf) > 0
     reused_small = flashattn.attention(*small)               # larger buffer left over
     monkeypatch.setattr(_lib, "SCRATCH_MAX", 0)
-    _lib.release_scratch()
+    _lib.release_workspace()
     own_large = flashattn.attention(*large, causal=True)     # the library allocates
     assert getattr(_lib._scratch, "buf", None) is None
     assert np.array_equal(fresh_large, grown_large) and np.array_equal(fresh_large, own_large)
