@@ -8,6 +8,7 @@ import ctypes
 import glob
 import operator
 import os
+import struct
 import threading
 
 c_int64 = ctypes.c_int64
@@ -154,6 +155,33 @@ for _name, _restype, _argtypes in [
         getattr(lib, _name).argtypes = _argtypes
 
 
+# The same entry points with every pointer as a plain address (void *).
+# Short calls pay for their Python side: building ctypes structures and
+# passing them by reference took about a third of a seq-16 forward called
+# from torch, where ints convert in tens of nanoseconds. The descriptors
+# are packed by TENSOR into a per-thread buffer (descriptor_slots) instead.
+TENSOR = struct.Struct("@Pi8q")  # flashattn_tensor, native layout
+if TENSOR.size != ctypes.sizeof(Tensor) or Tensor.stride_dim.offset != TENSOR.size - 8:
+    raise ImportError("flashattn: struct layout %d bytes does not match ctypes' flashattn_tensor "
+                      "(%d bytes)" % (TENSOR.size, ctypes.sizeof(Tensor)))
+
+
+def _by_address(name, pointers, sized):
+    """`name` taking `pointers` void * arguments (then a size_t when
+    `sized`), or None when the library lacks it. ctypes drops the GIL
+    for these calls too (CFUNCTYPE, not PYFUNCTYPE)."""
+    if not hasattr(lib, name):
+        return None
+    args = [ctypes.c_void_p] * pointers + ([ctypes.c_size_t] if sized else [])
+    return ctypes.CFUNCTYPE(ctypes.c_int, *args)((name, lib))
+
+
+fwd_at = _by_address("flashattn_fwd", 7, True)
+fwd_workspace_size_at = _by_address("flashattn_fwd_workspace_size", 7, False)
+bwd_at = _by_address("flashattn_bwd", 11, True)
+bwd_workspace_size_at = _by_address("flashattn_bwd_workspace_size", 11, False)
+
+
 def has(symbol):
     """Whether the loaded library exports `symbol` (features land over time)."""
     return hasattr(lib, symbol)
@@ -200,6 +228,20 @@ def release_workspace():
     _scratch.buf = None
 
 
+DESCRIPTOR_SLOTS = 8
+
+
+def descriptor_slots():
+    """This thread's buffer of DESCRIPTOR_SLOTS flashattn_tensor slots and its
+    address: slot i lies at address + i * TENSOR.size. Per thread, so
+    concurrent calls never share one; fill it right before the call."""
+    slots = getattr(_scratch, "slots", None)
+    if slots is None:
+        buf = (ctypes.c_char * (TENSOR.size * DESCRIPTOR_SLOTS))()
+        _scratch.slots = slots = (buf, ctypes.addressof(buf))
+    return slots
+
+
 def check(status, what):
     """Raise the exception that matches a flashattn_status, with the
     library's own messages; do nothing for FLASHATTN_OK. Must run on the
@@ -225,21 +267,21 @@ def check(status, what):
 _defaults = {}
 
 
-def _initialised(struct, init):
-    """A `struct` filled by the library's init function. The library's
-    struct may be larger than ours: it initialises a buffer big enough for
-    any future version, and we keep our prefix. Done once per struct (a
+def _initialised(kind, init):
+    """A `kind` (ctypes structure) filled by the library's init function.
+    The library's struct may be larger than ours: it initialises a buffer
+    big enough for any future version, and we keep our prefix. Done once per struct (a
     call costs microseconds that decode steps notice), then copied."""
-    if struct not in _defaults:
+    if kind not in _defaults:
         raw = ctypes.create_string_buffer(4096)
         init(raw)
-        s = struct.from_buffer_copy(raw.raw[:ctypes.sizeof(struct)])
-        if s.struct_size < ctypes.sizeof(struct):
+        s = kind.from_buffer_copy(raw.raw[:ctypes.sizeof(kind)])
+        if s.struct_size < ctypes.sizeof(kind):
             raise LibraryError("flashattn: the C library's %s (%d bytes) is older than this "
                                "binding's (%d bytes): reinstall the package"
-                               % (struct.__name__, s.struct_size, ctypes.sizeof(struct)))
-        _defaults[struct] = bytes(s)
-    return struct.from_buffer_copy(_defaults[struct])
+                               % (kind.__name__, s.struct_size, ctypes.sizeof(kind)))
+        _defaults[kind] = bytes(s)
+    return kind.from_buffer_copy(_defaults[kind])
 
 
 def new_params(scale=None, causal=False, window_size=(-1, -1), align=ALIGN_BOTTOM_RIGHT,

@@ -18,11 +18,13 @@ Differences from flash_attn, besides running on the CPU:
 The library uses torch.get_num_threads() threads, as torch's own CPU ops do.
 """
 
+import ctypes
+
 import torch
 
 from . import _lib
 from ._lib import ALIGN_BOTTOM_RIGHT
-from .torch_tensors import describe, float_ptr, in_place, index_tensor, readable
+from .torch_tensors import describe, float_ptr, in_place, index_tensor, pack, readable
 
 __all__ = [
     "flash_attn_func",
@@ -56,10 +58,14 @@ def _params(softmax_scale, causal, window_size, deterministic, num_splits=0):
     Python values are validated and built afresh at every call."""
     threads = torch.get_num_threads()
     # only plain Python values: a tensor would hash by identity, not value
-    plain = all(type(x) in _PLAIN for x in (softmax_scale, causal, deterministic, num_splits)) \
-        and type(window_size) in (tuple, list) and all(type(x) is int for x in window_size)
+    # (tested longhand: generator expressions cost a microsecond per call)
+    plain = type(softmax_scale) in _PLAIN and type(causal) in _PLAIN \
+        and type(deterministic) in _PLAIN and type(num_splits) in _PLAIN \
+        and type(window_size) in (tuple, list) and len(window_size) == 2 \
+        and type(window_size[0]) is int and type(window_size[1]) is int
     if plain:
-        key = (softmax_scale, causal, tuple(window_size), deterministic, num_splits, threads)
+        key = (softmax_scale, causal, window_size[0], window_size[1], deterministic, num_splits,
+               threads)
         params = _params_cache.get(key)
         if params is not None:
             return params
@@ -74,20 +80,36 @@ def _params(softmax_scale, causal, window_size, deterministic, num_splits=0):
 def _no_grad(*tensors):
     """True when autograd would record nothing: the call can skip the
     autograd Function (and the LSE it saves) altogether."""
-    return not torch.is_grad_enabled() or not any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+    if not torch.is_grad_enabled():
+        return True
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            return False
+    return True
+
+
+_SLOT = _lib.TENSOR.size
 
 
 def _forward(q, k, v, params, want_lse=True):
     """out and softmax_lse (batch, nheads, seqlen_q) for readable q, k, v;
     softmax_lse is None, and not computed, when not wanted."""
-    out = torch.empty_like(q, memory_format=torch.contiguous_format) \
-        if v.shape[3] == q.shape[3] else torch.empty(q.shape[:3] + v.shape[3:], dtype=q.dtype)
+    if v.shape[3] != q.shape[3]:
+        out = torch.empty(q.shape[:3] + v.shape[3:], dtype=q.dtype)
+    elif q.is_contiguous():
+        out = torch.empty_like(q)  # (asking for contiguous_format costs a microsecond more)
+    else:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32) \
         if want_lse else None
-    status = _lib.run(_lib.lib.flashattn_fwd, _lib.lib.flashattn_fwd_workspace_size,
-                      describe(q), describe(k), describe(v), describe(out),
-                      None if lse is None else float_ptr(lse), params)
+    buf, at = _lib.descriptor_slots()
+    pack(buf, 0, q)
+    pack(buf, 1, k)
+    pack(buf, 2, v)
+    pack(buf, 3, out)
+    status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, at, at + _SLOT, at + 2 * _SLOT,
+                      at + 3 * _SLOT, None if lse is None else lse.data_ptr(),
+                      ctypes.addressof(params))
     _lib.check(status, "flashattn_fwd")
     return out, lse
 
@@ -95,10 +117,13 @@ def _forward(q, k, v, params, want_lse=True):
 def _backward(q, k, v, out, dout, lse, dq, dk, dv, params):
     """Fill dq, dk, dv (tensors the library can write) from the saved forward."""
     _lib.require("flashattn_bwd", "the gradient of flash_attn_func")
-    inputs = [describe(t) for t in (q, k, v, out, readable(dout, "dout"))]
-    grads = [describe(t) for t in (dq, dk, dv)]
-    status = _lib.run(_lib.lib.flashattn_bwd, _lib.lib.flashattn_bwd_workspace_size, *inputs,
-                      float_ptr(lse), *grads, params)
+    dout = readable(dout, "dout")
+    buf, at = _lib.descriptor_slots()
+    for slot, t in enumerate((q, k, v, out, dout, dq, dk, dv)):
+        pack(buf, slot, t)
+    status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at,
+                      *[at + slot * _SLOT for slot in range(5)], lse.data_ptr(),
+                      *[at + slot * _SLOT for slot in range(5, 8)], ctypes.addressof(params))
     _lib.check(status, "flashattn_bwd")
 
 

@@ -9,6 +9,8 @@ O within 1e-5 (float32) or twice the plain error (16-bit); each gradient
 within max(2 * plain error, 1e-6 * the largest magnitude of the three).
 """
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -118,6 +120,29 @@ def test_non_contiguous_inputs():
     spread = [torch.stack([x, x], -1)[..., 0] for x in (q, k, v)]   # head_dim stride 2: copied
     assert spread[0].stride(-1) == 2
     assert torch.equal(flash_attn_func(*spread, causal=True), expected)
+
+
+def test_packed_descriptors_equal_the_ctypes_ones():
+    """pack() writes the bytes of describe()'s structure, whatever the
+    tensor: a packed-qkv view, transposed memory, size-1 dimensions, bf16."""
+    from flashattn.torch_tensors import describe, pack
+    qkv = torch.randn(3, 5, 3, 4, 16)
+    cases = [torch.randn(2, 7, 3, 8), qkv.unbind(2)[1],
+             torch.randn(1, 4, 6, 32).transpose(1, 2).contiguous().transpose(1, 2),
+             torch.randn(1, 1, 1, 1, dtype=torch.bfloat16), torch.empty(0, 3, 2, 8)]
+    buf, at = _lib.descriptor_slots()
+    for slot, t in enumerate(cases):
+        pack(buf, slot, t)
+        got = ctypes.string_at(at + slot * _lib.TENSOR.size, _lib.TENSOR.size)
+        assert got == bytes(describe(t)), t.shape
+
+
+def test_calls_by_address_release_the_gil():
+    """ctypes keeps the GIL only for PYFUNCTYPE functions; the by-address
+    entry points must stay CFUNCTYPE ones (test_package times the release
+    itself on the NumPy path)."""
+    for fn in (_lib.fwd_at, _lib.fwd_workspace_size_at, _lib.bwd_at, _lib.bwd_workspace_size_at):
+        assert fn is not None and not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI
 
 
 @pytest.mark.parametrize("kwargs,what", [
