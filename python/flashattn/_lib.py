@@ -119,10 +119,6 @@ lib = ctypes.CDLL(_library_path())
 _P = ctypes.POINTER
 _T = _P(Tensor)
 for _name, _restype, _argtypes in [
-    ("flashattn_fwd_workspace_size", ctypes.c_int,
-     [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
-    ("flashattn_fwd", ctypes.c_int,
-     [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
     ("flashattn_params_init", None, [ctypes.c_void_p]),
     ("flashattn_tensor_bshd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
     ("flashattn_tensor_bhsd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
@@ -138,14 +134,6 @@ for _name, _restype, _argtypes in [
 # Entry points that arrived after the forward; the functions that need one
 # raise NotImplementedError when the loaded library lacks it.
 for _name, _restype, _argtypes in [
-    ("flashattn_bwd", ctypes.c_int, [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T,
-                                     _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
-    ("flashattn_bwd_workspace_size", ctypes.c_int,
-     [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T, _P(Params), _P(ctypes.c_size_t)]),
-    ("flashattn_decode", ctypes.c_int, [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float),
-                                        _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
-    ("flashattn_decode_workspace_size", ctypes.c_int,
-     [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
     ("flashattn_kv_cache_init", None, [ctypes.c_void_p]),
     ("flashattn_merge", ctypes.c_int, [c_int64, _T, _P(_P(ctypes.c_float)), _T,
                                        _P(ctypes.c_float), _P(Params)]),
@@ -155,11 +143,12 @@ for _name, _restype, _argtypes in [
         getattr(lib, _name).argtypes = _argtypes
 
 
-# The same entry points with every pointer as a plain address (void *).
+# The attention entry points take every pointer as a plain address (void *).
 # Short calls pay for their Python side: building ctypes structures and
 # passing them by reference took about a third of a seq-16 forward called
-# from torch, where ints convert in tens of nanoseconds. The descriptors
-# are packed by TENSOR into a per-thread buffer (descriptor_slots) instead.
+# from torch, where ints convert in tens of nanoseconds. The front ends
+# pack their descriptors with TENSOR into a per-thread buffer
+# (descriptor_slots) and pass its addresses.
 TENSOR = struct.Struct("@Pi8q")  # flashattn_tensor, native layout
 if TENSOR.size != ctypes.sizeof(Tensor) or Tensor.stride_dim.offset != TENSOR.size - 8:
     raise ImportError("flashattn: struct layout %d bytes does not match ctypes' flashattn_tensor "
@@ -180,6 +169,8 @@ fwd_at = _by_address("flashattn_fwd", 7, True)
 fwd_workspace_size_at = _by_address("flashattn_fwd_workspace_size", 7, False)
 bwd_at = _by_address("flashattn_bwd", 11, True)
 bwd_workspace_size_at = _by_address("flashattn_bwd_workspace_size", 11, False)
+decode_at = _by_address("flashattn_decode", 7, True)
+decode_workspace_size_at = _by_address("flashattn_decode_workspace_size", 7, False)
 
 
 def has(symbol):
@@ -233,7 +224,7 @@ DESCRIPTOR_SLOTS = 8
 
 def descriptor_slots():
     """This thread's buffer of DESCRIPTOR_SLOTS flashattn_tensor slots and its
-    address: slot i lies at address + i * TENSOR.size. Per thread, so
+    address: slot i lies at offset i * TENSOR.size. Per thread, so
     concurrent calls never share one; fill it right before the call."""
     slots = getattr(_scratch, "slots", None)
     if slots is None:
@@ -302,27 +293,43 @@ def new_params(scale=None, causal=False, window_size=(-1, -1), align=ALIGN_BOTTO
     return p
 
 
-def decode(q, k_cache, v_cache, k_new, v_new, out, lse, seqlens, block_table, params):
-    """flashattn_decode on descriptors. seqlens: (address, is_int64);
-    block_table: (address, max_pages_per_seq), or None for a contiguous cache;
-    lse: a float pointer or None; k_new, v_new: descriptors or None."""
+def _kv_cache_slot():
+    """This thread's flashattn_kv_cache, initialised by the library once,
+    and its address; every call sets all of its fields but struct_size."""
+    slot = getattr(_scratch, "cache", None)
+    if slot is None:
+        cache = _initialised(KVCache, lib.flashattn_kv_cache_init)
+        if cache.struct_size != ctypes.sizeof(KVCache):
+            raise LibraryError("flashattn: the C library's flashattn_kv_cache is %d bytes, this "
+                               "binding's %d: reinstall the package"
+                               % (cache.struct_size, ctypes.sizeof(KVCache)))
+        _scratch.cache = slot = (cache, ctypes.addressof(cache))
+    return slot
+
+
+def decode(pack, q, k_cache, v_cache, k_new, v_new, out, lse, seqlens, block_table, params):
+    """flashattn_decode on a front end's arrays: pack(buf, offset, x) writes
+    the flashattn_tensor of x into buf at offset. k_new, v_new: arrays or
+    None; lse: an address or None; seqlens: (address, is_int64);
+    block_table: (address, max_pages_per_seq), or None for a contiguous
+    cache."""
     require("flashattn_decode", "attention against a KV cache")
-    cache = _initialised(KVCache, lib.flashattn_kv_cache_init)
-    if cache.struct_size != ctypes.sizeof(KVCache):
-        raise LibraryError("flashattn: the C library's flashattn_kv_cache is %d bytes, this "
-                           "binding's %d: reinstall the package"
-                           % (cache.struct_size, ctypes.sizeof(KVCache)))
-    cache.k, cache.v = k_cache, v_cache
-    if seqlens[1]:
-        cache.seqlens_i64 = seqlens[0]
-    else:
-        cache.seqlens_i32 = seqlens[0]
-    if block_table is not None:
-        cache.block_table, cache.max_pages_per_seq = block_table
-    ref = lambda t: None if t is None else ctypes.byref(t)
-    status = run(lib.flashattn_decode, lib.flashattn_decode_workspace_size, ctypes.byref(q),
-                 ctypes.byref(cache), ref(k_new), ref(v_new), ctypes.byref(out), lse,
-                 ctypes.byref(params))
+    cache, cache_at = _kv_cache_slot()
+    pack(cache, KVCache.k.offset, k_cache)
+    pack(cache, KVCache.v.offset, v_cache)
+    cache.seqlens_i64, cache.seqlens_i32 = (seqlens[0], None) if seqlens[1] else (None, seqlens[0])
+    cache.block_table, cache.max_pages_per_seq = (None, 0) if block_table is None else block_table
+    buf, at = descriptor_slots()
+    size = TENSOR.size
+    pack(buf, 0, q)
+    pack(buf, size, out)
+    new = (None, None)
+    if k_new is not None:
+        pack(buf, 2 * size, k_new)
+        pack(buf, 3 * size, v_new)
+        new = (at + 2 * size, at + 3 * size)
+    status = run(decode_at, decode_workspace_size_at, at, cache_at, *new, at + size, lse,
+                 ctypes.addressof(params))
     check(status, "flashattn_decode")
 
 

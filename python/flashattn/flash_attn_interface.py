@@ -24,7 +24,7 @@ import torch
 
 from . import _lib
 from ._lib import ALIGN_BOTTOM_RIGHT
-from .torch_tensors import describe, float_ptr, in_place, index_tensor, pack, readable
+from .torch_tensors import in_place, index_tensor, pack, readable
 
 __all__ = [
     "flash_attn_func",
@@ -104,9 +104,9 @@ def _forward(q, k, v, params, want_lse=True):
         if want_lse else None
     buf, at = _lib.descriptor_slots()
     pack(buf, 0, q)
-    pack(buf, 1, k)
-    pack(buf, 2, v)
-    pack(buf, 3, out)
+    pack(buf, _SLOT, k)
+    pack(buf, 2 * _SLOT, v)
+    pack(buf, 3 * _SLOT, out)
     status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, at, at + _SLOT, at + 2 * _SLOT,
                       at + 3 * _SLOT, None if lse is None else lse.data_ptr(),
                       ctypes.addressof(params))
@@ -120,7 +120,7 @@ def _backward(q, k, v, out, dout, lse, dq, dk, dv, params):
     dout = readable(dout, "dout")
     buf, at = _lib.descriptor_slots()
     for slot, t in enumerate((q, k, v, out, dout, dq, dk, dv)):
-        pack(buf, slot, t)
+        pack(buf, slot * _SLOT, t)
     status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at,
                       *[at + slot * _SLOT for slot in range(5)], lse.data_ptr(),
                       *[at + slot * _SLOT for slot in range(5, 8)], ctypes.addressof(params))
@@ -289,7 +289,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         new = [None, None]
     else:
         k_cache, v_cache = in_place(k_cache, "k_cache"), in_place(v_cache, "v_cache")
-        new = [describe(readable(k, "k")), describe(readable(v, "v"))]
+        new = [readable(k, "k"), readable(v, "v")]
     table, capacity = None, k_cache.shape[1]
     if block_table is not None:
         block_table = index_tensor(block_table, "block_table", 2, [torch.int32])
@@ -306,7 +306,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32) \
         if return_softmax_lse else None
-    _lib.decode(describe(q), describe(k_cache), describe(v_cache), *new, describe(out),
-                None if lse is None else float_ptr(lse),
+    _lib.decode(pack, q, k_cache, v_cache, *new, out, None if lse is None else lse.data_ptr(),
                 (lens.data_ptr(), lens.dtype == torch.int64), table, params)
     return (out, lse) if return_softmax_lse else out

@@ -52,12 +52,34 @@ def _input(a, name):
     return a
 
 
-def describe(a):
-    """The flashattn_tensor for a describable 4-D array."""
+def _fields(a):
+    """flashattn_tensor's fields for a describable 4-D array."""
     n = a.itemsize
     strides = [s // n if size > 1 else 0 for size, s in zip(a.shape, a.strides)]
     strides[3] = 1
-    return _lib.Tensor(a.ctypes.data, _DTYPES[a.dtype], *a.shape, *strides)
+    return (a.ctypes.data, _DTYPES[a.dtype], *a.shape, *strides)
+
+
+def describe(a):
+    """The flashattn_tensor for a describable 4-D array, as a ctypes
+    structure (flashattn_merge takes an array of them)."""
+    return _lib.Tensor(*_fields(a))
+
+
+def pack(buf, offset, a):
+    """describe(a) written into buf at offset, for the calls that take
+    addresses."""
+    _lib.TENSOR.pack_into(buf, offset, *_fields(a))
+
+
+def _descriptors(*arrays):
+    """The arrays' flashattn_tensors in this thread's descriptor slots:
+    their addresses, in order."""
+    buf, at = _lib.descriptor_slots()
+    size = _lib.TENSOR.size
+    for i, a in enumerate(arrays):
+        pack(buf, i * size, a)
+    return [at + i * size for i in range(len(arrays))]
 
 
 def _output(out, shape, dtype, name="out"):
@@ -125,11 +147,9 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
                              block_m=block_m, block_n=block_n)
     o = _output(out, q.shape[:3] + v.shape[3:], q.dtype)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
-    tq, tk, tv, to = describe(q), describe(k), describe(v), describe(o)
-    status = _lib.run(_lib.lib.flashattn_fwd, _lib.lib.flashattn_fwd_workspace_size,
-                      ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(to),
-                      None if lse is None else lse.ctypes.data_as(_FLOAT_PTR),
-                      ctypes.byref(params))
+    at = _descriptors(q, k, v, o)
+    status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, *at,
+                      None if lse is None else lse.ctypes.data, ctypes.addressof(params))
     _lib.check(status, "flashattn_fwd")
     return (o, lse) if return_lse else o
 
@@ -157,10 +177,9 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     dq = _output(dq, q.shape, q.dtype, "dq")
     dk = _output(dk, k.shape, k.dtype, "dk")
     dv = _output(dv, v.shape, v.dtype, "dv")
-    descs = [describe(a) for a in (q, k, v, out, dout)]
-    grads = [describe(a) for a in (dq, dk, dv)]
-    status = _lib.run(_lib.lib.flashattn_bwd, _lib.lib.flashattn_bwd_workspace_size, *descs,
-                      lse.ctypes.data_as(_FLOAT_PTR), *grads, ctypes.byref(params))
+    at = _descriptors(q, k, v, out, dout, dq, dk, dv)
+    status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.ctypes.data,
+                      *at[5:], ctypes.addressof(params))
     _lib.check(status, "flashattn_bwd")
     return dq, dk, dv
 
@@ -223,7 +242,7 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
     else:
         k_cache, v_cache = _inplace(k_cache, "k_cache"), _inplace(v_cache, "v_cache")
         k, v = _input(k, "k"), _input(v, "v")
-        new = [describe(k), describe(v)]
+        new = [k, v]
     table = None
     capacity = k_cache.shape[1]
     if block_table is not None:
@@ -243,8 +262,7 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
                              num_splits=num_splits)
     o = _output(out, q.shape, q.dtype)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
-    _lib.decode(describe(q), describe(k_cache), describe(v_cache), *new, describe(o),
-                None if lse is None else lse.ctypes.data_as(_FLOAT_PTR),
+    _lib.decode(pack, q, k_cache, v_cache, *new, o, None if lse is None else lse.ctypes.data,
                 (lens.ctypes.data, lens.dtype == np.int64), table, params)
     return (o, lse) if return_lse else o
 

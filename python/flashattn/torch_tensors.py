@@ -1,15 +1,12 @@
 """CPU torch tensors as flashattn_tensor descriptors (torch strides are
 already in elements and never negative)."""
 
-import ctypes
-
 import torch
 
 from . import _lib
 
 _DTYPES = {torch.float32: _lib.F32, torch.float16: _lib.F16, torch.bfloat16: _lib.BF16}
 
-_FLOAT_PTR = ctypes.POINTER(ctypes.c_float)
 
 
 def _check(t, name, ndim):
@@ -60,29 +57,16 @@ def index_tensor(t, name, ndim, dtypes):
     return t.contiguous()
 
 
-def describe(t):
-    """The flashattn_tensor of a readable 4-D tensor (or a view of one), as
-    a ctypes structure (the KV cache holds two by value)."""
-    b, s, h, d = t.shape
-    sb, ss, sh, _ = t.stride()
-    return _lib.Tensor(t.data_ptr(), _DTYPES[t.dtype], b, s, h, d,
-                       sb if b > 1 else 0, ss if s > 1 else 0, sh if h > 1 else 0, 1)
-
-
 _TENSOR = _lib.TENSOR
 
 
-def pack(buf, slot, t):
-    """describe(t) written into slot `slot` of a descriptor buffer
-    (_lib.descriptor_slots), for the calls that take addresses. Written out
+def pack(buf, offset, t):
+    """The flashattn_tensor of a readable 4-D tensor (or a view of one),
+    written into buf at offset (a slot of _lib.descriptor_slots, or the KV
+    cache's k or v) for the calls that take addresses. Written out
     longhand: at short sequences the calls' Python side is a visible share
     of their time."""
     b, s, h, d = t.shape
     sb, ss, sh, _ = t.stride()
-    _TENSOR.pack_into(buf, slot * _TENSOR.size, t.data_ptr(), _DTYPES[t.dtype], b, s, h, d,
+    _TENSOR.pack_into(buf, offset, t.data_ptr(), _DTYPES[t.dtype], b, s, h, d,
                       sb if b > 1 else 0, ss if s > 1 else 0, sh if h > 1 else 0, 1)
-
-
-def float_ptr(t):
-    """A float * for a contiguous float32 tensor."""
-    return ctypes.cast(t.data_ptr(), _FLOAT_PTR)

@@ -122,26 +122,31 @@ def test_non_contiguous_inputs():
     assert torch.equal(flash_attn_func(*spread, causal=True), expected)
 
 
-def test_packed_descriptors_equal_the_ctypes_ones():
-    """pack() writes the bytes of describe()'s structure, whatever the
-    tensor: a packed-qkv view, transposed memory, size-1 dimensions, bf16."""
-    from flashattn.torch_tensors import describe, pack
+def test_packed_descriptors_hold_the_tensor_fields():
+    """pack() writes the bytes of a ctypes flashattn_tensor with the
+    tensor's fields (strides of size-1 dimensions 0), whatever the tensor:
+    a packed-qkv view, transposed memory, size-1 dimensions, bf16, empty."""
+    from flashattn.torch_tensors import pack
     qkv = torch.randn(3, 5, 3, 4, 16)
     cases = [torch.randn(2, 7, 3, 8), qkv.unbind(2)[1],
              torch.randn(1, 4, 6, 32).transpose(1, 2).contiguous().transpose(1, 2),
              torch.randn(1, 1, 1, 1, dtype=torch.bfloat16), torch.empty(0, 3, 2, 8)]
+    codes = {torch.float32: _lib.F32, torch.bfloat16: _lib.BF16}
     buf, at = _lib.descriptor_slots()
     for slot, t in enumerate(cases):
-        pack(buf, slot, t)
+        pack(buf, slot * _lib.TENSOR.size, t)
         got = ctypes.string_at(at + slot * _lib.TENSOR.size, _lib.TENSOR.size)
-        assert got == bytes(describe(t)), t.shape
+        strides = [st if n > 1 else 0 for n, st in zip(t.shape, t.stride())][:3]
+        expected = _lib.Tensor(t.data_ptr(), codes[t.dtype], *t.shape, *strides, 1)
+        assert got == bytes(expected), t.shape
 
 
 def test_calls_by_address_release_the_gil():
     """ctypes keeps the GIL only for PYFUNCTYPE functions; the by-address
     entry points must stay CFUNCTYPE ones (test_package times the release
     itself on the NumPy path)."""
-    for fn in (_lib.fwd_at, _lib.fwd_workspace_size_at, _lib.bwd_at, _lib.bwd_workspace_size_at):
+    for fn in (_lib.fwd_at, _lib.fwd_workspace_size_at, _lib.bwd_at, _lib.bwd_workspace_size_at,
+               _lib.decode_at, _lib.decode_workspace_size_at):
         assert fn is not None and not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI
 
 
