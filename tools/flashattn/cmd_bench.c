@@ -11,6 +11,7 @@
 #include "baseline/standard.h"
 #include "bench.h"
 #include "cli.h"
+#include "dispatch/isa.h"
 #include "json_out.h"
 #include "peak.h"
 #include "placement.h"
@@ -184,8 +185,9 @@ static void measure_peak(const bench_opts *o, bench_peak *pk) {
     const fa_peak_kernels *k = fa_peak_widest();
     pk->isa = k->isa;
     /* pct_peak is read against the peak of the dtype's path: BF16 inputs
-     * run on dot-product instructions where the CPU has them. */
-    pk->bf16 = o->dtype == FLASHATTN_BF16 && fa_peak_has_bf16(k);
+     * run on dot-product instructions on the avx512bf16 path (chosen with
+     * FLASHATTN_ISA), and are widened to f32 on the others. */
+    pk->bf16 = o->dtype == FLASHATTN_BF16 && fa_peak_has_bf16(k) && fa_active_kernels()->gemm_bf16;
     pk->gflops = fa_peak_compute(k, pk->bf16, o->threads, NULL, &pk->team);
     pk->one_thread = 0.0;
     pk->scaled = 1;
