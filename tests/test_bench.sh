@@ -32,11 +32,12 @@ if kind == "bench":
         assert num(r["max_abs_diff"]) and r["max_abs_diff"] < 2e-2, f"flash vs standard differ: {r['max_abs_diff']}"
 else:
     for r in rows:
-        for k in ["threads", "fp32_gflops", "bf16_gflops", "bandwidth_gbs"]:
+        for k in ["threads", "fp32_gflops", "bf16_gflops", "amx_bf16_gflops", "bandwidth_gbs"]:
             assert k in r, f"missing {k} in {r}"
         assert num(r["fp32_gflops"]) and r["fp32_gflops"] > 0
         assert num(r["bandwidth_gbs"]) and r["bandwidth_gbs"] > 0
         assert r["bf16_gflops"] is None or (num(r["bf16_gflops"]) and r["bf16_gflops"] > 0)
+        assert r["amx_bf16_gflops"] is None or (num(r["amx_bf16_gflops"]) and r["amx_bf16_gflops"] > 0)
 PY
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dispatch/isa.h"
+#include "kernels/amx/amx.h"
 #include "kernels/avx512bf16/avx512bf16.h"
 #include "kernels/ref/ref.h"
 #include "reference/attn_f64.h"
@@ -83,7 +84,7 @@ void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
 }
 
 int tt_isas_dot(const fa_kernels *out[], int max) {
-    static fa_kernels scalar_dot, avx512_dot;
+    static fa_kernels scalar_dot, avx512_dot, amx_dot;
     int k = tt_isas(out, max);
     scalar_dot = fa_kernels_scalar;
     scalar_dot.isa = "scalar+bf16ref";
@@ -96,8 +97,14 @@ int tt_isas_dot(const fa_kernels *out[], int max) {
         avx512_dot.gemm_bf16 = fa_gemm_bf16_emulated;
         out[k++] = &avx512_dot;
     }
+    if (fa_kernels_by_name("avx512") && k < max) {
+        amx_dot = fa_kernels_avx512;
+        amx_dot.isa = "avx512+amxemul";
+        amx_dot.gemm_bf16 = fa_gemm_bf16_amx_emulated;
+        out[k++] = &amx_dot;
+    }
 #else
-    (void)avx512_dot;
+    (void)avx512_dot, (void)amx_dot;
 #endif
     return k;
 }

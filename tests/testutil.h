@@ -57,7 +57,8 @@ int tt_isas(const fa_kernels *out[], int max);
  * route on CPUs without AVX512_BF16: the scalar table with the portable
  * gemm_bf16 ("scalar+bf16ref"), and, where AVX-512 runs, the AVX-512 table
  * with the AVX512_BF16 tile built on an emulated instruction
- * ("avx512+bf16emul"). */
+ * ("avx512+bf16emul") and with the AMX tile on emulated tile instructions
+ * ("avx512+amxemul"). */
 int tt_isas_dot(const fa_kernels *out[], int max);
 
 /* Standard attention computed plainly in f32 (materialised scores, f32

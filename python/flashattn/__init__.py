@@ -24,9 +24,9 @@ __version__ = _clib.flashattn_version().decode()
 
 
 def isa():
-    """The kernel path the library runs on: "scalar", "avx2", "avx512" or
-    "avx512bf16" (FLASHATTN_ISA=scalar|avx2|avx512|avx512bf16 in the
-    environment forces one)."""
+    """The kernel path the library runs on: "scalar", "avx2", "avx512",
+    "avx512bf16" or "amx" (FLASHATTN_ISA=scalar|avx2|avx512|avx512bf16|amx
+    in the environment forces one; avx512bf16 is only used when forced)."""
     return _clib.flashattn_isa().decode()
 
 

@@ -29,7 +29,7 @@ def test_params_struct_matches_the_library():
 
 def test_version_and_isa():
     assert flashattn.__version__.count(".") == 2
-    assert flashattn.isa() in ("scalar", "avx2", "avx512", "avx512bf16")
+    assert flashattn.isa() in ("scalar", "avx2", "avx512", "avx512bf16", "amx")
 
 
 def test_imports_and_computes_without_torch():

@@ -156,5 +156,6 @@ extern const fa_kernels fa_kernels_scalar;
 extern const fa_kernels fa_kernels_avx2;
 extern const fa_kernels fa_kernels_avx512;
 extern const fa_kernels fa_kernels_avx512bf16;
+extern const fa_kernels fa_kernels_amx;
 
 #endif /* FA_KERNELS_H */

@@ -25,6 +25,10 @@ typedef struct fa_peak_kernels {
      * that the CPU has the instruction before calling. */
     double bf16_flops;
     float (*bf16_loop)(int64_t iters);
+    /* AMX-BF16 tiles (TDPBF16PS), or NULL; the caller checks that the
+     * amx kernel table is available before calling. */
+    double amx_flops;
+    float (*amx_loop)(int64_t iters);
     /* Sum of x[0..n): a read-bandwidth loop (x 64-byte aligned, n % 64 == 0). */
     double (*read_sum)(const float *x, int64_t n);
 } fa_peak_kernels;

@@ -11,7 +11,6 @@
 #include "baseline/standard.h"
 #include "bench.h"
 #include "cli.h"
-#include "dispatch/isa.h"
 #include "json_out.h"
 #include "peak.h"
 #include "placement.h"
@@ -37,7 +36,7 @@ typedef struct {
     const char *isa;
     double gflops;     /* at the bench's thread count, for the dtype's path */
     double one_thread; /* FP32, 1 thread; 0 when the bench runs on 1 thread */
-    int team, scaled, bf16;
+    int team, scaled, loop; /* loop: FA_PEAK_FP32, _BF16 or _AMX */
 } bench_peak;
 
 static const char *dtype_name(flashattn_dtype dt) {
@@ -185,24 +184,30 @@ static void measure_peak(const bench_opts *o, bench_peak *pk) {
     const fa_peak_kernels *k = fa_peak_widest();
     pk->isa = k->isa;
     /* pct_peak is read against the peak of the dtype's path: BF16 inputs
-     * run on dot-product instructions on the avx512bf16 path (chosen with
-     * FLASHATTN_ISA), and are widened to f32 on the others. */
-    pk->bf16 = o->dtype == FLASHATTN_BF16 && fa_peak_has_bf16(k) && fa_active_kernels()->gemm_bf16;
-    pk->gflops = fa_peak_compute(k, pk->bf16, o->threads, NULL, &pk->team);
+     * run on AMX tiles on the amx path, on VDPBF16PS on the avx512bf16 path
+     * (chosen with FLASHATTN_ISA), and are widened to f32 on the others. */
+    const char *path = flashattn_isa();
+    pk->loop = FA_PEAK_FP32;
+    if (o->dtype == FLASHATTN_BF16 && !strcmp(path, "amx") && fa_peak_has_amx(k))
+        pk->loop = FA_PEAK_AMX;
+    else if (o->dtype == FLASHATTN_BF16 && !strcmp(path, "avx512bf16") && fa_peak_has_bf16(k))
+        pk->loop = FA_PEAK_BF16;
+    pk->gflops = fa_peak_compute(k, pk->loop, o->threads, NULL, &pk->team);
     pk->one_thread = 0.0;
     pk->scaled = 1;
     if (o->threads > 1) {
-        pk->one_thread = fa_peak_compute(k, 0, 1, NULL, NULL);
+        pk->one_thread = fa_peak_compute(k, FA_PEAK_FP32, 1, NULL, NULL);
         /* A shared VM sometimes runs both threads on one core for a while,
          * pinned or not: then measure again, a few times, and keep the best
          * (a disturbed run is only slower). Without this one bad moment
          * made the peak the 1-thread one and pct_peak read over 100%. */
         for (int retry = 0;; retry++) {
-            const double all = pk->bf16 ? fa_peak_compute(k, 0, o->threads, NULL, NULL) : pk->gflops;
+            const double all =
+                pk->loop ? fa_peak_compute(k, FA_PEAK_FP32, o->threads, NULL, NULL) : pk->gflops;
             pk->scaled = fa_peak_scaled(pk->one_thread, all, pk->team);
             if (pk->scaled || retry == PEAK_RETRIES) break;
             int team = pk->team;
-            const double again = fa_peak_compute(k, pk->bf16, o->threads, NULL, &team);
+            const double again = fa_peak_compute(k, pk->loop, o->threads, NULL, &team);
             if (again > pk->gflops) pk->gflops = again, pk->team = team;
         }
     }
@@ -226,7 +231,7 @@ static void print_header(const bench_opts *o, const bench_mode *m, const bench_p
            (long long)o->head_dim, dtype_name(o->dtype), o->causal ? "causal" : "non-causal",
            o->threads, flashattn_isa(), o->reps);
     printf("peak (%s loops, measured now, threads %d): %.1f GFLOP/s %s", pk->isa, pk->team,
-           pk->gflops, pk->bf16 ? "bf16" : "fp32");
+           pk->gflops, pk->loop == FA_PEAK_AMX ? "amx bf16" : pk->loop == FA_PEAK_BF16 ? "bf16" : "fp32");
     if (pk->one_thread > 0) printf(" (1 thread: %.1f fp32)", pk->one_thread);
     printf("; threads: %s\n", fa_cli_placement());
     if (o->standard && fa_standard_cblas_name()) printf("cblas: %s\n", fa_standard_cblas_name());

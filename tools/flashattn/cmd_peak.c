@@ -1,7 +1,8 @@
 /*
  * flashattn peak: this machine's FP32 FMA peak, BF16 dot-product peak
- * (where AVX512_BF16 exists) and memory read bandwidth, on 1 thread and on
- * all threads, measured now. The yardstick bench's pct_peak is read against.
+ * (where AVX512_BF16 exists), AMX-BF16 tile peak (where AMX is usable) and
+ * memory read bandwidth, on 1 thread and on all threads, measured now. The
+ * yardstick bench's pct_peak is read against.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,7 @@
 
 typedef struct {
     int threads, team;
-    double fp32, bf16, bandwidth; /* bf16 < 0: absent; bandwidth < 0: not measured */
+    double fp32, bf16, amx, bandwidth; /* bf16, amx < 0: absent; bandwidth < 0: not measured */
     int cpus[FA_PEAK_MAX_THREADS];
 } peak_row;
 
@@ -34,8 +35,9 @@ static void usage(FILE *f) {
 }
 
 static void measure(const fa_peak_kernels *pk, const fa_peak_array *arr, peak_row *r) {
-    r->fp32 = fa_peak_compute(pk, 0, r->threads, r->cpus, &r->team);
-    r->bf16 = fa_peak_has_bf16(pk) ? fa_peak_compute(pk, 1, r->threads, NULL, NULL) : -1.0;
+    r->fp32 = fa_peak_compute(pk, FA_PEAK_FP32, r->threads, r->cpus, &r->team);
+    r->bf16 = fa_peak_has_bf16(pk) ? fa_peak_compute(pk, FA_PEAK_BF16, r->threads, NULL, NULL) : -1.0;
+    r->amx = fa_peak_has_amx(pk) ? fa_peak_compute(pk, FA_PEAK_AMX, r->threads, NULL, NULL) : -1.0;
     r->bandwidth = arr->x ? fa_peak_bandwidth(pk, arr, r->threads) : -1.0;
 }
 
@@ -49,6 +51,7 @@ static void print_json(const char *isa, const peak_row *r, const peak_row *one) 
     fa_json_str("isa", isa);
     fa_json_num("fp32_gflops", r->fp32, 1);
     fa_json_num("bf16_gflops", r->bf16, r->bf16 >= 0);
+    fa_json_num("amx_bf16_gflops", r->amx, r->amx >= 0);
     fa_json_num("bandwidth_gbs", r->bandwidth, r->bandwidth >= 0);
     printf(", \"cpus\": [");
     print_cpus(r, ", ");
@@ -61,13 +64,17 @@ static void print_json(const char *isa, const peak_row *r, const peak_row *one) 
     printf("}\n");
 }
 
+static void figure(char *buf, size_t size, double x) {
+    if (x < 0) snprintf(buf, size, "n/a");
+    else snprintf(buf, size, "%.1f", x);
+}
+
 static void print_text_row(const peak_row *r) {
-    char bf[32], bw[32];
-    if (r->bf16 < 0) snprintf(bf, sizeof bf, "n/a");
-    else snprintf(bf, sizeof bf, "%.1f", r->bf16);
-    if (r->bandwidth < 0) snprintf(bw, sizeof bw, "n/a");
-    else snprintf(bw, sizeof bw, "%.1f", r->bandwidth);
-    printf("%7d | %12.1f | %12s | %13s | ", r->team, r->fp32, bf, bw);
+    char bf[32], amx[32], bw[32];
+    figure(bf, sizeof bf, r->bf16);
+    figure(amx, sizeof amx, r->amx);
+    figure(bw, sizeof bw, r->bandwidth);
+    printf("%7d | %12.1f | %12s | %16s | %13s | ", r->team, r->fp32, bf, amx, bw);
     print_cpus(r, ",");
     printf("\n");
 }
@@ -124,8 +131,8 @@ int cmd_peak(int argc, char **argv) {
     } else {
         printf("flashattn peak: %s loops, %ld MiB read array, threads %s\n\n", pk->isa, mib,
                fa_cli_placement());
-        printf("threads | fp32 GFLOP/s | bf16 GFLOP/s | read GB/s     | cpus\n");
-        printf("--------|--------------|--------------|---------------|-----\n");
+        printf("threads | fp32 GFLOP/s | bf16 GFLOP/s | amx bf16 GFLOP/s | read GB/s     | cpus\n");
+        printf("--------|--------------|--------------|------------------|---------------|-----\n");
         for (int r = 0; r < nrows; r++) print_text_row(&rows[r]);
         if (nrows == 2)
             printf("\n%d threads: x%.2f the one-thread FP32 peak, x%.2f its bandwidth\n",
@@ -133,6 +140,8 @@ int cmd_peak(int argc, char **argv) {
                    rows[0].bandwidth > 0 ? rows[1].bandwidth / rows[0].bandwidth : 0.0);
         if (rows[0].bf16 < 0)
             printf("bf16: n/a (no AVX512_BF16 on this CPU or build)\n");
+        if (rows[0].amx < 0)
+            printf("amx bf16: n/a (no AMX-BF16 on this CPU or build, or the OS does not allow it)\n");
     }
     if (!scaled)
         fprintf(stderr,

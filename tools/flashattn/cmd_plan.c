@@ -232,9 +232,11 @@ static int plan_cpu(const plan_opts *o) {
     int team = threads;
     fa_peak_array arr;
     const fa_peak_kernels *pk = fa_peak_widest();
-    /* the dot-product route's products run at the BF16 peak */
-    const int bf16_peak = plan.bf16_dot && fa_peak_has_bf16(pk);
-    r.peak_flops = 1e9 * fa_peak_compute(pk, bf16_peak, threads, NULL, &team);
+    /* the dot-product route's products run at its instructions' peak */
+    int loop = FA_PEAK_FP32;
+    if (plan.bf16_dot && !strcmp(kern->isa, "amx") && fa_peak_has_amx(pk)) loop = FA_PEAK_AMX;
+    else if (plan.bf16_dot && fa_peak_has_bf16(pk)) loop = FA_PEAK_BF16;
+    r.peak_flops = 1e9 * fa_peak_compute(pk, loop, threads, NULL, &team);
     if (fa_peak_array_alloc(&arr, BW_ARRAY_BYTES, threads) != 0) {
         fprintf(stderr, "flashattn plan: no memory for the bandwidth array\n");
         return 1;
@@ -248,7 +250,9 @@ static int plan_cpu(const plan_opts *o) {
     printf("hardware   cpu: %d threads (%s), kernel %s (MR %d, NR %d)\n", team, fa_cli_placement(),
            kern->isa, kern->mr, kern->nr);
     printf("           measured now: %.1f GFLOP/s %s peak, %.1f GB/s read bandwidth\n",
-           r.peak_flops / 1e9, bf16_peak ? "BF16 dot-product" : "FP32 FMA", r.bw / 1e9);
+           r.peak_flops / 1e9,
+           loop == FA_PEAK_AMX ? "AMX BF16 tile" : loop == FA_PEAK_BF16 ? "BF16 dot-product" : "FP32 FMA",
+           r.bw / 1e9);
     printf("           caches: L1d %lld KiB, L2 %lld KiB, L3 %lld KiB (%s); %s\n",
            (long long)(cc->l1d_bytes >> 10), (long long)(cc->l2_bytes >> 10),
            (long long)(cc->l3_bytes >> 10), cc->source,

@@ -29,6 +29,10 @@ const fa_peak_kernels *fa_peak_widest(void) {
     return &fa_peak_scalar;
 }
 
+int fa_peak_has_amx(const fa_peak_kernels *pk) {
+    return pk->amx_loop != NULL && fa_kernels_by_name("amx") != NULL;
+}
+
 int fa_peak_has_bf16(const fa_peak_kernels *pk) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
@@ -55,7 +59,7 @@ static int team_size(void) {
 }
 
 /* Seconds for `iters` iterations of the loop on every thread at once. */
-static double timed_compute(const fa_peak_kernels *pk, int bf16, int threads, int64_t iters,
+static double timed_compute(const fa_peak_kernels *pk, int loop, int threads, int64_t iters,
                             int *cpus, int *team) {
     double t0 = 0.0, t1 = 0.0;
 #pragma omp parallel num_threads(threads)
@@ -63,7 +67,9 @@ static double timed_compute(const fa_peak_kernels *pk, int bf16, int threads, in
 #pragma omp barrier
 #pragma omp single
         t0 = fa_cli_seconds();
-        float r = bf16 ? pk->bf16_loop(iters) : pk->fma_loop(iters);
+        float r = loop == FA_PEAK_AMX    ? pk->amx_loop(iters)
+                  : loop == FA_PEAK_BF16 ? pk->bf16_loop(iters)
+                                         : pk->fma_loop(iters);
         const int id = thread_id();
         if (cpus && id < FA_PEAK_MAX_THREADS) cpus[id] = sched_getcpu();
 #pragma omp atomic
@@ -78,26 +84,28 @@ static double timed_compute(const fa_peak_kernels *pk, int bf16, int threads, in
     return t1 - t0;
 }
 
-double fa_peak_compute(const fa_peak_kernels *pk, int bf16, int threads, int *cpus, int *team) {
-    const double flops = bf16 ? pk->bf16_flops : pk->fma_flops;
+double fa_peak_compute(const fa_peak_kernels *pk, int loop, int threads, int *cpus, int *team) {
+    const double flops = loop == FA_PEAK_AMX    ? pk->amx_flops
+                         : loop == FA_PEAK_BF16 ? pk->bf16_flops
+                                                : pk->fma_flops;
     /* Size the runs from one thread's fastest rate (a preempted run is only
      * slower), so that every run is long against thread wake-up and timer
      * costs even when calibration itself was disturbed. */
     int64_t iters = 1 << 14;
-    double t = timed_compute(pk, bf16, 1, iters, NULL, NULL);
+    double t = timed_compute(pk, loop, 1, iters, NULL, NULL);
     while (t < 0.01) {
         iters *= 2;
-        t = timed_compute(pk, bf16, 1, iters, NULL, NULL);
+        t = timed_compute(pk, loop, 1, iters, NULL, NULL);
     }
     for (int rep = 0; rep < 2; rep++) {
-        double u = timed_compute(pk, bf16, 1, iters, NULL, NULL);
+        double u = timed_compute(pk, loop, 1, iters, NULL, NULL);
         if (u < t) t = u;
     }
     iters = (int64_t)((double)iters * PEAK_RUN_SECONDS / t) + 1;
     double best = 0.0;
     int n = threads;
     for (int rep = 0; rep < PEAK_REPS; rep++) {
-        t = timed_compute(pk, bf16, threads, iters, cpus, &n);
+        t = timed_compute(pk, loop, threads, iters, cpus, &n);
         double g = (double)n * (double)iters * flops / t * 1e-9;
         if (g > best) best = g;
     }

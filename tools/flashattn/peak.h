@@ -18,13 +18,18 @@
 /* The loops of the widest ISA this CPU runs. */
 const fa_peak_kernels *fa_peak_widest(void);
 
-/* Whether the CPU (and this build) can run the BF16 dot-product loop. */
+/* Whether the CPU (and this build) can run the BF16 dot-product loop
+ * (AVX512_BF16) and the AMX-BF16 tile loop. */
 int fa_peak_has_bf16(const fa_peak_kernels *pk);
+int fa_peak_has_amx(const fa_peak_kernels *pk);
 
-/* GFLOP/s of the FP32 FMA loop (bf16 = 0) or the BF16 dot-product loop
- * (bf16 = 1) on `threads` threads. cpus (may be NULL) receives, per
- * thread, the CPU it finished on, and *team the team size OpenMP gave. */
-double fa_peak_compute(const fa_peak_kernels *pk, int bf16, int threads, int *cpus, int *team);
+/* The compute loops. */
+enum { FA_PEAK_FP32 = 0, FA_PEAK_BF16 = 1, FA_PEAK_AMX = 2 };
+
+/* GFLOP/s of one compute loop (FA_PEAK_*) on `threads` threads. cpus (may
+ * be NULL) receives, per thread, the CPU it finished on, and *team the
+ * team size OpenMP gave. */
+double fa_peak_compute(const fa_peak_kernels *pk, int loop, int threads, int *cpus, int *team);
 
 /* A read-bandwidth array, first touched by the threads that will read it. */
 typedef struct {

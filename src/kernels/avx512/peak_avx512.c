@@ -7,6 +7,9 @@
 #include <immintrin.h>
 
 #include "kernels/peak.h"
+#ifdef FA_HAVE_AMX
+#include "kernels/amx/amx.h"
+#endif
 
 #define CHAINS 16
 
@@ -58,5 +61,9 @@ const fa_peak_kernels fa_peak_avx512 = {
     .fma_loop = fma_loop_avx512,
     .bf16_flops = CHAINS * 16 * 2 * 2,
     .bf16_loop = bf16_loop_avx512,
+#ifdef FA_HAVE_AMX
+    .amx_flops = FA_PEAK_AMX_FLOPS,
+    .amx_loop = fa_peak_amx_loop,
+#endif
     .read_sum = read_sum_avx512,
 };

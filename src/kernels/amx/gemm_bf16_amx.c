@@ -1,0 +1,174 @@
+/*
+ * AMX-BF16 GEMM tile: gemm_bf16's contract (kernels.h) on TDPBF16PS, for
+ * m <= 16 rows and n in {16, 32}. No alignment needed.
+ *
+ * Tiles (palette 1), loaded from the operands where they lie:
+ *   tmm0, tmm1  C, columns 0-15 and 16-31: m rows of 16 f32
+ *   tmm2        A, 16 pairs of k: m rows of 64 bytes, row stride 2 lda bytes
+ *   tmm3, tmm4  B, the same 16 pairs: 16 rows of 16 pairs, stride 4 ldb bytes
+ *   tmm5-7      A and B again for the last kp % 16 pairs
+ * A and B are already in the layouts TDPBF16PS reads (rows of bf16 pairs;
+ * B's row p holds pair p of each column), so nothing is repacked. One
+ * TDPBF16PS does m x 16 x 32 multiply-adds (6144 for m = 12), where
+ * VDPBF16PS does 32: on a Sapphire Rapids core TDPBF16PS ran at 2166
+ * GFLOP/s, VDPBF16PS at 80.
+ *
+ * The tile configuration is loaded at the start of every call and the
+ * tiles released at its end: the calling thread may run other AMX code
+ * between calls (a user's oneDNN, say), so no configuration is assumed,
+ * and none is left behind.
+ *
+ * Arithmetic: per output element, pairs in increasing order, bf16 inputs
+ * read as zero when subnormal, sums flushed to zero, round to nearest even,
+ * whatever MXCSR says. The SDM's pseudo-code adds a pair's even product
+ * first, VDPBF16PS's the odd one, so results may differ from the portable
+ * definition in the last bits; tests hold this kernel to the any-order
+ * bound. Without accumulation the scale alpha is applied once, after the
+ * sum, as on the other tiles.
+ *
+ * Built twice: for the library with -mamx-tile -mamx-bf16, and for the
+ * tests with FA_AMX_EMULATE, where the tile instructions are C functions
+ * on eight emulated tiles following the contract's order, so that the
+ * configuration, strides, remainders and epilogue are tested bit for bit
+ * on CPUs without AMX.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/amx/amx.h"
+
+/* LDTILECFG's 64-byte operand. */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} fa_tile_config;
+
+#ifdef FA_AMX_EMULATE
+#include <math.h>
+
+#include "kernels/ref/half.h"
+
+#define FA_GEMM_BF16_AMX fa_gemm_bf16_amx_emulated
+
+typedef struct {
+    int rows, colsb;
+    uint8_t data[16][64];
+} emu_tile;
+static _Thread_local emu_tile emu[8];
+
+static float emu_flush(float x) {
+    const uint32_t u = fa_f32_bits(x);
+    return (u & 0x7f800000u) ? x : fa_bits_f32(u & 0x80000000u);
+}
+
+static void emu_config(const fa_tile_config *cfg) {
+    for (int t = 0; t < 8; t++) emu[t].rows = cfg->rows[t], emu[t].colsb = cfg->colsb[t];
+}
+
+static void emu_zero(int t) { memset(emu[t].data, 0, sizeof emu[t].data); }
+
+static void emu_load(int t, const void *base, int64_t stride) {
+    emu_zero(t);
+    for (int r = 0; r < emu[t].rows; r++)
+        memcpy(emu[t].data[r], (const char *)base + r * stride, (size_t)emu[t].colsb);
+}
+
+static void emu_store(int t, void *base, int64_t stride) {
+    for (int r = 0; r < emu[t].rows; r++)
+        memcpy((char *)base + r * stride, emu[t].data[r], (size_t)emu[t].colsb);
+}
+
+/* The contract's order (kernels.h): a pair's odd product first. */
+static void emu_dp(int c, int a, int b) {
+    for (int m = 0; m < emu[c].rows; m++)
+        for (int n = 0; n < emu[c].colsb / 4; n++) {
+            float t;
+            memcpy(&t, &emu[c].data[m][4 * n], 4);
+            for (int k = 0; k < emu[a].colsb / 4; k++) {
+                uint16_t ap[2], bp[2];
+                memcpy(ap, &emu[a].data[m][4 * k], 4);
+                memcpy(bp, &emu[b].data[k][4 * n], 4);
+                t = emu_flush(fmaf(emu_flush(fa_bf16_to_f32(ap[1])), emu_flush(fa_bf16_to_f32(bp[1])), t));
+                t = emu_flush(fmaf(emu_flush(fa_bf16_to_f32(ap[0])), emu_flush(fa_bf16_to_f32(bp[0])), t));
+            }
+            memcpy(&emu[c].data[m][4 * n], &t, 4);
+        }
+}
+
+#define TILE_CONFIG(cfg) emu_config(cfg)
+#define TILE_RELEASE() ((void)0)
+#define TILE_ZERO(t) emu_zero(t)
+#define TILE_LOAD(t, base, stride) emu_load(t, base, stride)
+#define TILE_STORE(t, base, stride) emu_store(t, base, stride)
+#define TILE_DP(c, a, b) emu_dp(c, a, b)
+#else
+#define FA_GEMM_BF16_AMX fa_gemm_bf16_amx
+#define TILE_CONFIG(cfg) _tile_loadconfig(cfg)
+#define TILE_RELEASE() _tile_release()
+#define TILE_ZERO(t) _tile_zero(t)
+#define TILE_LOAD(t, base, stride) _tile_loadd(t, base, stride)
+#define TILE_STORE(t, base, stride) _tile_stored(t, base, stride)
+#define TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#endif
+
+void FA_GEMM_BF16_AMX(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b,
+                      int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha) {
+    if (m <= 0 || (n != 16 && n != 32)) return;
+    const int two = n == 32;
+    const int64_t full = kp / 16, rest = kp % 16;
+    const int64_t sa = lda * 2, sb = ldb * 4, sc = ldc * 4;
+
+    fa_tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t <= 1; t++) cfg.rows[t] = (uint8_t)m, cfg.colsb[t] = 64;
+    cfg.rows[2] = (uint8_t)m, cfg.colsb[2] = 64;
+    cfg.rows[3] = cfg.rows[4] = 16, cfg.colsb[3] = cfg.colsb[4] = 64;
+    if (rest) {
+        cfg.rows[5] = (uint8_t)m, cfg.colsb[5] = (uint16_t)(4 * rest);
+        cfg.rows[6] = cfg.rows[7] = (uint8_t)rest, cfg.colsb[6] = cfg.colsb[7] = 64;
+    }
+    TILE_CONFIG(&cfg);
+
+    if (accumulate) {
+        TILE_LOAD(0, c, sc);
+        if (two) TILE_LOAD(1, c + 16, sc);
+    } else {
+        TILE_ZERO(0);
+        if (two) TILE_ZERO(1);
+    }
+    for (int64_t ch = 0; ch < full; ch++) {
+        const uint32_t *bp = b + ch * 16 * ldb;
+        TILE_LOAD(2, a + ch * 32, sa);
+        TILE_LOAD(3, bp, sb);
+        TILE_DP(0, 2, 3);
+        if (two) {
+            TILE_LOAD(4, bp + 16, sb);
+            TILE_DP(1, 2, 4);
+        }
+    }
+    if (rest) {
+        const uint32_t *bp = b + full * 16 * ldb;
+        TILE_LOAD(5, a + full * 32, sa);
+        TILE_LOAD(6, bp, sb);
+        TILE_DP(0, 5, 6);
+        if (two) {
+            TILE_LOAD(7, bp + 16, sb);
+            TILE_DP(1, 5, 7);
+        }
+    }
+    TILE_STORE(0, c, sc);
+    if (two) TILE_STORE(1, c + 16, sc);
+    TILE_RELEASE();
+
+    if (!accumulate && alpha != 1.0f) {
+        const __m512 al = _mm512_set1_ps(alpha);
+        for (int i = 0; i < m; i++) {
+            float *row = c + i * ldc;
+            _mm512_storeu_ps(row, _mm512_mul_ps(al, _mm512_loadu_ps(row)));
+            if (two) _mm512_storeu_ps(row + 16, _mm512_mul_ps(al, _mm512_loadu_ps(row + 16)));
+        }
+    }
+}
