@@ -139,26 +139,22 @@ void FA_GEMM_BF16_AMX(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, 
         TILE_ZERO(0);
         if (two) TILE_ZERO(1);
     }
-    for (int64_t ch = 0; ch < full; ch++) {
-        const uint32_t *bp = b + ch * 16 * ldb;
-        TILE_LOAD(2, a + ch * 32, sa);
-        TILE_LOAD(3, bp, sb);
-        TILE_DP(0, 2, 3);
-        if (two) {
-            TILE_LOAD(4, bp + 16, sb);
-            TILE_DP(1, 2, 4);
-        }
-    }
-    if (rest) {
-        const uint32_t *bp = b + full * 16 * ldb;
-        TILE_LOAD(5, a + full * 32, sa);
-        TILE_LOAD(6, bp, sb);
-        TILE_DP(0, 5, 6);
-        if (two) {
-            TILE_LOAD(7, bp + 16, sb);
-            TILE_DP(1, 5, 7);
-        }
-    }
+    /* Pairs [16 ch, 16 ch + 16) (fewer in the last) on tiles A, B0, B1:
+     * a macro, as tile numbers must be literals. */
+#define CHUNK(A, B0, B1, ch)                                                                      \
+    do {                                                                                          \
+        const uint32_t *bp = b + (ch) * 16 * ldb;                                                 \
+        TILE_LOAD(A, a + (ch) * 32, sa);                                                          \
+        TILE_LOAD(B0, bp, sb);                                                                    \
+        TILE_DP(0, A, B0);                                                                        \
+        if (two) {                                                                                \
+            TILE_LOAD(B1, bp + 16, sb);                                                           \
+            TILE_DP(1, A, B1);                                                                    \
+        }                                                                                         \
+    } while (0)
+    for (int64_t ch = 0; ch < full; ch++) CHUNK(2, 3, 4, ch);
+    if (rest) CHUNK(5, 6, 7, full);
+#undef CHUNK
     TILE_STORE(0, c, sc);
     if (two) TILE_STORE(1, c + 16, sc);
     TILE_RELEASE();
