@@ -233,6 +233,17 @@ def descriptor_slots():
     return slots
 
 
+def descriptors(pack, *arrays):
+    """The arrays' flashattn_tensors in this thread's descriptor slots,
+    written by the front end's pack(buf, offset, array): their addresses,
+    in order."""
+    buf, at = descriptor_slots()
+    size = TENSOR.size
+    for i, a in enumerate(arrays):
+        pack(buf, i * size, a)
+    return [at + i * size for i in range(len(arrays))]
+
+
 def check(status, what):
     """Raise the exception that matches a flashattn_status, with the
     library's own messages; do nothing for FLASHATTN_OK. Must run on the
@@ -261,8 +272,9 @@ _defaults = {}
 def _initialised(kind, init):
     """A `kind` (ctypes structure) filled by the library's init function.
     The library's struct may be larger than ours: it initialises a buffer
-    big enough for any future version, and we keep our prefix. Done once per struct (a
-    call costs microseconds that decode steps notice), then copied."""
+    big enough for any future version, and we keep our prefix. Done once
+    per kind (a call costs microseconds that decode steps notice), then
+    copied."""
     if kind not in _defaults:
         raw = ctypes.create_string_buffer(4096)
         init(raw)
@@ -319,16 +331,11 @@ def decode(pack, q, k_cache, v_cache, k_new, v_new, out, lse, seqlens, block_tab
     pack(cache, KVCache.v.offset, v_cache)
     cache.seqlens_i64, cache.seqlens_i32 = (seqlens[0], None) if seqlens[1] else (None, seqlens[0])
     cache.block_table, cache.max_pages_per_seq = (None, 0) if block_table is None else block_table
-    buf, at = descriptor_slots()
-    size = TENSOR.size
-    pack(buf, 0, q)
-    pack(buf, size, out)
-    new = (None, None)
-    if k_new is not None:
-        pack(buf, 2 * size, k_new)
-        pack(buf, 3 * size, v_new)
-        new = (at + 2 * size, at + 3 * size)
-    status = run(decode_at, decode_workspace_size_at, at, cache_at, *new, at + size, lse,
+    if k_new is None:
+        (q_at, out_at), new = descriptors(pack, q, out), (None, None)
+    else:
+        q_at, out_at, *new = descriptors(pack, q, out, k_new, v_new)
+    status = run(decode_at, decode_workspace_size_at, q_at, cache_at, *new, out_at, lse,
                  ctypes.addressof(params))
     check(status, "flashattn_decode")
 

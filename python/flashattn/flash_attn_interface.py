@@ -88,9 +88,6 @@ def _no_grad(*tensors):
     return True
 
 
-_SLOT = _lib.TENSOR.size
-
-
 def _forward(q, k, v, params, want_lse=True):
     """out and softmax_lse (batch, nheads, seqlen_q) for readable q, k, v;
     softmax_lse is None, and not computed, when not wanted."""
@@ -102,14 +99,9 @@ def _forward(q, k, v, params, want_lse=True):
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32) \
         if want_lse else None
-    buf, at = _lib.descriptor_slots()
-    pack(buf, 0, q)
-    pack(buf, _SLOT, k)
-    pack(buf, 2 * _SLOT, v)
-    pack(buf, 3 * _SLOT, out)
-    status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, at, at + _SLOT, at + 2 * _SLOT,
-                      at + 3 * _SLOT, None if lse is None else lse.data_ptr(),
-                      ctypes.addressof(params))
+    at = _lib.descriptors(pack, q, k, v, out)
+    status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, *at,
+                      None if lse is None else lse.data_ptr(), ctypes.addressof(params))
     _lib.check(status, "flashattn_fwd")
     return out, lse
 
@@ -118,12 +110,9 @@ def _backward(q, k, v, out, dout, lse, dq, dk, dv, params):
     """Fill dq, dk, dv (tensors the library can write) from the saved forward."""
     _lib.require("flashattn_bwd", "the gradient of flash_attn_func")
     dout = readable(dout, "dout")
-    buf, at = _lib.descriptor_slots()
-    for slot, t in enumerate((q, k, v, out, dout, dq, dk, dv)):
-        pack(buf, slot * _SLOT, t)
-    status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at,
-                      *[at + slot * _SLOT for slot in range(5)], lse.data_ptr(),
-                      *[at + slot * _SLOT for slot in range(5, 8)], ctypes.addressof(params))
+    at = _lib.descriptors(pack, q, k, v, out, dout, dq, dk, dv)
+    status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.data_ptr(), *at[5:],
+                      ctypes.addressof(params))
     _lib.check(status, "flashattn_bwd")
 
 

@@ -72,16 +72,6 @@ def pack(buf, offset, a):
     _lib.TENSOR.pack_into(buf, offset, *_fields(a))
 
 
-def _descriptors(*arrays):
-    """The arrays' flashattn_tensors in this thread's descriptor slots:
-    their addresses, in order."""
-    buf, at = _lib.descriptor_slots()
-    size = _lib.TENSOR.size
-    for i, a in enumerate(arrays):
-        pack(buf, i * size, a)
-    return [at + i * size for i in range(len(arrays))]
-
-
 def _output(out, shape, dtype, name="out"):
     """A new array, or the caller's `out` checked: it is written in place,
     so it may not be swapped for a copy."""
@@ -147,7 +137,7 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
                              block_m=block_m, block_n=block_n)
     o = _output(out, q.shape[:3] + v.shape[3:], q.dtype)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
-    at = _descriptors(q, k, v, o)
+    at = _lib.descriptors(pack, q, k, v, o)
     status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, *at,
                       None if lse is None else lse.ctypes.data, ctypes.addressof(params))
     _lib.check(status, "flashattn_fwd")
@@ -177,7 +167,7 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     dq = _output(dq, q.shape, q.dtype, "dq")
     dk = _output(dk, k.shape, k.dtype, "dk")
     dv = _output(dv, v.shape, v.dtype, "dv")
-    at = _descriptors(q, k, v, out, dout, dq, dk, dv)
+    at = _lib.descriptors(pack, q, k, v, out, dout, dq, dk, dv)
     status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.ctypes.data,
                       *at[5:], ctypes.addressof(params))
     _lib.check(status, "flashattn_bwd")
