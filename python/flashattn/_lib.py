@@ -119,6 +119,10 @@ lib = ctypes.CDLL(_library_path())
 _P = ctypes.POINTER
 _T = _P(Tensor)
 for _name, _restype, _argtypes in [
+    ("flashattn_fwd_workspace_size", ctypes.c_int,
+     [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
+    ("flashattn_fwd", ctypes.c_int,
+     [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
     ("flashattn_params_init", None, [ctypes.c_void_p]),
     ("flashattn_tensor_bshd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
     ("flashattn_tensor_bhsd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
@@ -134,6 +138,14 @@ for _name, _restype, _argtypes in [
 # Entry points that arrived after the forward; the functions that need one
 # raise NotImplementedError when the loaded library lacks it.
 for _name, _restype, _argtypes in [
+    ("flashattn_bwd", ctypes.c_int, [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T,
+                                     _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
+    ("flashattn_bwd_workspace_size", ctypes.c_int,
+     [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T, _P(Params), _P(ctypes.c_size_t)]),
+    ("flashattn_decode", ctypes.c_int, [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float),
+                                        _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
+    ("flashattn_decode_workspace_size", ctypes.c_int,
+     [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
     ("flashattn_kv_cache_init", None, [ctypes.c_void_p]),
     ("flashattn_merge", ctypes.c_int, [c_int64, _T, _P(_P(ctypes.c_float)), _T,
                                        _P(ctypes.c_float), _P(Params)]),
@@ -143,12 +155,14 @@ for _name, _restype, _argtypes in [
         getattr(lib, _name).argtypes = _argtypes
 
 
-# The attention entry points take every pointer as a plain address (void *).
-# Short calls pay for their Python side: building ctypes structures and
-# passing them by reference took about a third of a seq-16 forward called
-# from torch, where ints convert in tens of nanoseconds. The front ends
-# pack their descriptors with TENSOR into a per-thread buffer
-# (descriptor_slots) and pass its addresses.
+# The front ends call the attention entry points through second prototypes
+# that take every pointer as a plain address (void *): building ctypes
+# structures and passing them by reference took about a third of a seq-16
+# forward called from torch, where ints convert in tens of nanoseconds.
+# They pack their descriptors with TENSOR into a per-thread buffer
+# (descriptor_slots) and pass its addresses. (The typed prototypes above
+# stay, so that lib's functions are never called with C's default
+# argument conversions.)
 TENSOR = struct.Struct("@Pi8q")  # flashattn_tensor, native layout
 if TENSOR.size != ctypes.sizeof(Tensor) or Tensor.stride_dim.offset != TENSOR.size - 8:
     raise ImportError("flashattn: struct layout %d bytes does not match ctypes' flashattn_tensor "
