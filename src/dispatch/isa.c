@@ -102,10 +102,10 @@ int fa_available_isas(const char *names[], int max) {
 static const fa_kernels *active;
 static pthread_once_t active_once = PTHREAD_ONCE_INIT;
 
-/* The paths the library picks on its own, best first. They differ only
- * for bf16 inputs: amx runs both products of the forward (and S and dP of
- * the backward) on AMX tiles; avx512 and avx2 widen bf16 to f32 when
- * packing, as they do f16. Measured on a 16-core Sapphire Rapids server
+/* The paths the library picks on its own, best first. amx is avx512 but
+ * for bf16 inputs: it runs both products of the forward (and S and dP of
+ * the backward) on AMX tiles, where avx512 and avx2 widen bf16 to f32
+ * when packing, as they do f16. Measured on a 16-core Sapphire Rapids server
  * (2026-11-29, one thread, seq 1024 and 4096, against the same call on f32
  * copies of the inputs): amx 2.40x and 2.37x the f32 speed, widening
  * 1.00-1.01x.

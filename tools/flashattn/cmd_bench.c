@@ -183,15 +183,8 @@ void bench_time_together(bench_call *calls, int n, int reps) {
 static void measure_peak(const bench_opts *o, bench_peak *pk) {
     const fa_peak_kernels *k = fa_peak_widest();
     pk->isa = k->isa;
-    /* pct_peak is read against the peak of the dtype's path: BF16 inputs
-     * run on AMX tiles on the amx path, on VDPBF16PS on the avx512bf16 path
-     * (chosen with FLASHATTN_ISA), and are widened to f32 on the others. */
-    const char *path = flashattn_isa();
-    pk->loop = FA_PEAK_FP32;
-    if (o->dtype == FLASHATTN_BF16 && !strcmp(path, "amx") && fa_peak_has_amx(k))
-        pk->loop = FA_PEAK_AMX;
-    else if (o->dtype == FLASHATTN_BF16 && !strcmp(path, "avx512bf16") && fa_peak_has_bf16(k))
-        pk->loop = FA_PEAK_BF16;
+    /* pct_peak is read against the peak of the dtype's path. */
+    pk->loop = fa_peak_loop_for(k, flashattn_isa(), o->dtype == FLASHATTN_BF16);
     pk->gflops = fa_peak_compute(k, pk->loop, o->threads, NULL, &pk->team);
     pk->one_thread = 0.0;
     pk->scaled = 1;

@@ -233,9 +233,7 @@ static int plan_cpu(const plan_opts *o) {
     fa_peak_array arr;
     const fa_peak_kernels *pk = fa_peak_widest();
     /* the dot-product route's products run at its instructions' peak */
-    int loop = FA_PEAK_FP32;
-    if (plan.bf16_dot && !strcmp(kern->isa, "amx") && fa_peak_has_amx(pk)) loop = FA_PEAK_AMX;
-    else if (plan.bf16_dot && fa_peak_has_bf16(pk)) loop = FA_PEAK_BF16;
+    const int loop = fa_peak_loop_for(pk, kern->isa, plan.bf16_dot);
     r.peak_flops = 1e9 * fa_peak_compute(pk, loop, threads, NULL, &team);
     if (fa_peak_array_alloc(&arr, BW_ARRAY_BYTES, threads) != 0) {
         fprintf(stderr, "flashattn plan: no memory for the bandwidth array\n");

@@ -33,6 +33,12 @@ int fa_peak_has_amx(const fa_peak_kernels *pk) {
     return pk->amx_loop != NULL && fa_kernels_by_name("amx") != NULL;
 }
 
+int fa_peak_loop_for(const fa_peak_kernels *pk, const char *isa, int bf16_inputs) {
+    if (bf16_inputs && strcmp(isa, "amx") == 0 && fa_peak_has_amx(pk)) return FA_PEAK_AMX;
+    if (bf16_inputs && strcmp(isa, "avx512bf16") == 0 && fa_peak_has_bf16(pk)) return FA_PEAK_BF16;
+    return FA_PEAK_FP32;
+}
+
 int fa_peak_has_bf16(const fa_peak_kernels *pk) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();

@@ -26,6 +26,11 @@ int fa_peak_has_amx(const fa_peak_kernels *pk);
 /* The compute loops. */
 enum { FA_PEAK_FP32 = 0, FA_PEAK_BF16 = 1, FA_PEAK_AMX = 2 };
 
+/* The loop whose peak a call on kernel path `isa` runs at: bf16 inputs
+ * run on AMX tiles on the amx path and on VDPBF16PS on avx512bf16, and
+ * are widened to f32 elsewhere. */
+int fa_peak_loop_for(const fa_peak_kernels *pk, const char *isa, int bf16_inputs);
+
 /* GFLOP/s of one compute loop (FA_PEAK_*) on `threads` threads. cpus (may
  * be NULL) receives, per thread, the CPU it finished on, and *team the
  * team size OpenMP gave. */
