@@ -123,8 +123,7 @@ void FA_GEMM_BF16_AMX(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, 
     fa_tile_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int t = 0; t <= 1; t++) cfg.rows[t] = (uint8_t)m, cfg.colsb[t] = 64;
-    cfg.rows[2] = (uint8_t)m, cfg.colsb[2] = 64;
+    for (int t = 0; t <= 2; t++) cfg.rows[t] = (uint8_t)m, cfg.colsb[t] = 64; /* C0, C1, A */
     cfg.rows[3] = cfg.rows[4] = 16, cfg.colsb[3] = cfg.colsb[4] = 64;
     if (rest) {
         cfg.rows[5] = (uint8_t)m, cfg.colsb[5] = (uint16_t)(4 * rest);
