@@ -213,7 +213,9 @@ FLASHATTN_API void flashattn_kv_cache_init(flashattn_kv_cache *c);
  *
  * The query heads sharing a kv-head are processed together, so each cache
  * element is read once per kv-head, not once per query head. When
- * batch * heads_kv leaves threads idle, each sequence's keys are split into
+ * batch * heads_kv gives the threads few work items (the automatic choice
+ * aims at 8 a thread, so that a thread slowed by other work leaves its
+ * items to the others), each sequence's keys are split into
  * params.num_splits parts (0: automatic; 1..FLASHATTN_MAX_SPLITS) computed in
  * parallel and merged exactly as flashattn_merge does. Results are
  * bit-identical whatever the thread count for a given num_splits; the

@@ -49,6 +49,8 @@
 #define FA_DECODE_KV_BYTES (256u << 10)  /* one step's K/V rows of an item, as f32 */
 #define FA_DECODE_ROWS 128               /* most rows per item by default */
 #define FA_DECODE_SPLIT_KEYS 512         /* fewest keys of capacity per split */
+#define FA_DECODE_UNITS 8                /* work units a thread, when splitting */
+#define FA_DECODE_PART_BYTES (8u << 20)  /* partial results of all splits, at most */
 #define FA_DECODE_WIDE_ROWS 24           /* rows per kv-head from which items take the wide path */
 /* Wide items' Q, S and acc tiles: 585 rows at d = 128, about 60% of this
  * CPU's 1.25 MiB L2. Against the former 128 rows (f16 cache, kv 8192,
@@ -74,13 +76,23 @@ static int64_t even(int64_t n, int64_t most) {
     return (n + parts - 1) / parts;
 }
 
-/* Split only when the other dimensions leave threads idle; then give each
- * thread about two items so unequal sequence lengths even out. Never cut
- * the capacity into parts too short to amortise a merge. */
-static int auto_splits(int64_t items, int threads, int64_t capacity) {
-    if (items >= threads) return 1;
-    int64_t s = (2 * (int64_t)threads + items - 1) / items;
-    int64_t most = capacity / FA_DECODE_SPLIT_KEYS;
+/* Split until each thread has about FA_DECODE_UNITS work units, scheduled
+ * dynamically: a thread slowed by other work (a busy host, unequal
+ * sequence lengths) then leaves its units to the others. With two units a
+ * thread, as before, one slowed thread held up the call: batch 1, 32/8
+ * heads, kv 32768 f16, 2 threads, medians of 41 calls alternating in one
+ * process, three runs: 4 splits 7.45-8.17 ms, 16 splits 6.91-7.46 ms
+ * (fastest calls alike, 6.0-6.3 ms); batch 8, paged: 1 split 56.6-57.4,
+ * 2 splits 55.2-55.5 ms. Never cut the capacity into parts too short to
+ * amortise a merge, and never let the partial results (part_bytes a
+ * split) pass FA_DECODE_PART_BYTES, unless two units a thread need it. */
+static int auto_splits(int64_t items, int threads, int64_t capacity, size_t part_bytes) {
+    if (items >= FA_DECODE_UNITS * (int64_t)threads) return 1;
+    int64_t s = (FA_DECODE_UNITS * (int64_t)threads + items - 1) / items;
+    const int64_t by_bytes = (int64_t)(FA_DECODE_PART_BYTES / (part_bytes ? part_bytes : 1));
+    const int64_t two_each = (2 * (int64_t)threads + items - 1) / items;
+    if (s > by_bytes) s = by_bytes > two_each ? by_bytes : two_each;
+    const int64_t most = capacity / FA_DECODE_SPLIT_KEYS;
     if (s > most) s = most;
     if (s > FLASHATTN_MAX_SPLITS) s = FLASHATTN_MAX_SPLITS;
     return s < 1 ? 1 : (int)s;
@@ -140,8 +152,15 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     plan->rows = (int64_t)plan->heads_per_item * group * plan->queries_per_item;
 
     const int64_t items = pb->batch * plan->head_blocks * plan->query_tiles;
+    /* one split's partial O and LSE (f32), as sized below (SIZE_MAX when
+     * that overflows, which the sizing below then reports) */
+    size_t part_bytes;
+    if (!fa_mul_size((size_t)pb->batch, (size_t)pb->heads_q, &part_bytes) ||
+        !fa_mul_size(part_bytes, (size_t)pb->seq_q, &part_bytes) ||
+        !fa_mul_size(part_bytes, (dpad + 1) * sizeof(float), &part_bytes))
+        part_bytes = SIZE_MAX;
     plan->num_splits = p->num_splits > 0 ? p->num_splits
-                                         : auto_splits(items, plan->threads, pb->seq_k);
+                                         : auto_splits(items, plan->threads, pb->seq_k, part_bytes);
 
     /* rows <= max(FA_DECODE_ROWS, FA_DECODE_WIDE_BYTES / 16, group) *
      * FA_MAX_BLOCK, heads <= 2^16: no overflow in 64-bit size_t here. */
