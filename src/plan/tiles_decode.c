@@ -80,12 +80,14 @@ static int64_t even(int64_t n, int64_t most) {
  * dynamically: a thread slowed by other work (a busy host, unequal
  * sequence lengths) then leaves its units to the others. With two units a
  * thread, as before, one slowed thread held up the call: batch 1, 32/8
- * heads, kv 32768 f16, 2 threads, medians of 41 calls alternating in one
- * process, three runs: 4 splits 7.45-8.17 ms, 16 splits 6.91-7.46 ms
- * (fastest calls alike, 6.0-6.3 ms); batch 8, paged: 1 split 56.6-57.4,
- * 2 splits 55.2-55.5 ms. Never cut the capacity into parts too short to
- * amortise a merge, and never let the partial results (part_bytes a
- * split) pass FA_DECODE_PART_BYTES, unless two units a thread need it. */
+ * heads, kv 32768 f16, 2 threads, medians of 31-41 calls alternating in
+ * one process, seven runs: 4 splits 7.45-8.17 ms, 16 splits 6.91-8.28 ms,
+ * faster in five runs and level in two (fastest calls alike); batch 8,
+ * paged: 2 splits faster than 1 in three runs of four (55.2-57.9 against
+ * 56.6-62.6 ms), slower in one. Never cut the capacity into parts too
+ * short to amortise a merge, and never let the partial results
+ * (part_bytes a split) pass FA_DECODE_PART_BYTES, unless two units a
+ * thread need it. */
 static int auto_splits(int64_t items, int threads, int64_t capacity, size_t part_bytes) {
     if (items >= FA_DECODE_UNITS * (int64_t)threads) return 1;
     int64_t s = (FA_DECODE_UNITS * (int64_t)threads + items - 1) / items;
