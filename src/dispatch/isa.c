@@ -25,7 +25,9 @@
  * OS saving tile state (XCR0 bits 17 and 18) and, on Linux, the process's
  * permission to use tile data, asked once (arch_prctl ARCH_REQ_XCOMP_PERM
  * for XFEATURE_XTILEDATA; without it the first tile load faults). Other
- * systems are not offered AMX. */
+ * systems are not offered AMX. The permission enlarges the process's
+ * signal frames (Linux then refuses alternate signal stacks smaller than
+ * AT_MINSIGSTKSZ); FLASHATTN_ISA=avx512 keeps the library from asking. */
 static int amx_ready;
 static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
 
