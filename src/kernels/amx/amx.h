@@ -2,7 +2,16 @@
 #ifndef FA_KERNELS_AMX_H
 #define FA_KERNELS_AMX_H
 
+#include <stdint.h>
+
 #include "kernels/kernels.h"
+
+/* LDTILECFG's 64-byte operand (palette 1: up to 16 rows of 64 bytes a tile). */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} fa_tile_config;
 
 void fa_gemm_bf16_amx(int m, int n, int64_t kp, const uint16_t *a, int64_t lda,
                       const uint32_t *b, int64_t ldb, float *c, int64_t ldc, int accumulate,

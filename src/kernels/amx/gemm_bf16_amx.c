@@ -21,9 +21,10 @@
  * Arithmetic: per output element, pairs in increasing order, bf16 inputs
  * read as zero when subnormal, sums flushed to zero, round to nearest even,
  * whatever MXCSR says. The SDM's pseudo-code adds a pair's even product
- * first, VDPBF16PS's the odd one, so results may differ from the portable
- * definition in the last bits; tests hold this kernel to the any-order
- * bound. Without accumulation the scale alpha is applied once, after the
+ * first, VDPBF16PS's the odd one; test_gemm_bf16's order probe found the
+ * odd one first on a Sapphire Rapids core, as the portable definition
+ * does, but as the SDM does not promise it, tests hold this kernel to the
+ * any-order bound. Without accumulation the scale alpha is applied once, after the
  * sum, as on the other tiles.
  *
  * Built twice: for the library with -mamx-tile -mamx-bf16, and for the
@@ -37,13 +38,6 @@
 #include <string.h>
 
 #include "kernels/amx/amx.h"
-
-/* LDTILECFG's 64-byte operand. */
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} fa_tile_config;
 
 #ifdef FA_AMX_EMULATE
 #include <math.h>

@@ -13,12 +13,6 @@
 
 #include "kernels/amx/amx.h"
 
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} peak_tile_config;
-
 float fa_peak_amx_loop(int64_t iters) {
     /* bf16 1.0 times 2^-20 per pair lane: sums stay exact and finite */
     static const uint32_t one_pairs = 0x3f803f80u, small_pairs = 0x35803580u;
@@ -26,7 +20,7 @@ float fa_peak_amx_loop(int64_t iters) {
     float c[16][16];
     for (int r = 0; r < 16; r++)
         for (int k = 0; k < 16; k++) a[r][k] = one_pairs, b[r][k] = small_pairs;
-    peak_tile_config cfg;
+    fa_tile_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
