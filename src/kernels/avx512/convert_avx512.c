@@ -50,36 +50,66 @@ static inline __m256i f32_to_bf16(__m512 x) {
     return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rne, quiet));
 }
 
+/* The dtype is chosen once per row, outside the loops, and only the last
+ * partial vector goes through a mask: a mask made and a branch taken per
+ * vector cost 4-5x the copy itself on the rows of 64-256 floats the
+ * drivers pass (fa_load of a 128-float row: about 45 cycles that way). */
 void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul) {
     const __m512 vm = _mm512_set1_ps(mul);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 k = tail_mask(n - i);
-        __m512 x;
-        switch (dt) {
-        case FLASHATTN_F32: x = _mm512_maskz_loadu_ps(k, (const float *)src + i); break;
-        case FLASHATTN_F16:
-            x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)src + i));
-            break;
-        case FLASHATTN_BF16:
-            x = bf16_to_f32(_mm256_maskz_loadu_epi16(k, (const uint16_t *)src + i));
-            break;
-        default: return;
-        }
-        _mm512_mask_storeu_ps(dst + i, k, _mm512_mul_ps(x, vm));
+    const float *f = src;
+    const uint16_t *h = src;
+    const int64_t n16 = n / 16 * 16;
+    const __mmask16 k = tail_mask(n - n16);
+    switch (dt) {
+    case FLASHATTN_F32:
+        for (int64_t i = 0; i < n16; i += 16)
+            _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_loadu_ps(f + i), vm));
+        if (k) _mm512_mask_storeu_ps(dst + n16, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, f + n16), vm));
+        break;
+    case FLASHATTN_F16:
+        for (int64_t i = 0; i < n16; i += 16)
+            _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))), vm));
+        if (k)
+            _mm512_mask_storeu_ps(dst + n16, k,
+                                  _mm512_mul_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, h + n16)), vm));
+        break;
+    case FLASHATTN_BF16:
+        for (int64_t i = 0; i < n16; i += 16)
+            _mm512_storeu_ps(dst + i, _mm512_mul_ps(bf16_to_f32(_mm256_loadu_si256((const __m256i *)(h + i))), vm));
+        if (k)
+            _mm512_mask_storeu_ps(dst + n16, k,
+                                  _mm512_mul_ps(bf16_to_f32(_mm256_maskz_loadu_epi16(k, h + n16)), vm));
+        break;
+    default:
+        break;
     }
 }
 
 void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
     const __m512 vm = _mm512_set1_ps(mul);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 k = tail_mask(n - i);
-        const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + i), vm);
-        switch (dt) {
-        case FLASHATTN_F32: _mm512_mask_storeu_ps((float *)dst + i, k, x); break;
-        case FLASHATTN_F16: _mm256_mask_storeu_epi16((uint16_t *)dst + i, k, f32_to_f16(x)); break;
-        case FLASHATTN_BF16: _mm256_mask_storeu_epi16((uint16_t *)dst + i, k, f32_to_bf16(x)); break;
-        default: return;
-        }
+    float *f = dst;
+    uint16_t *h = dst;
+    const int64_t n16 = n / 16 * 16;
+    const __mmask16 k = tail_mask(n - n16);
+    switch (dt) {
+    case FLASHATTN_F32:
+        for (int64_t i = 0; i < n16; i += 16) _mm512_storeu_ps(f + i, _mm512_mul_ps(_mm512_loadu_ps(src + i), vm));
+        if (k) _mm512_mask_storeu_ps(f + n16, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + n16), vm));
+        break;
+    case FLASHATTN_F16:
+        for (int64_t i = 0; i < n16; i += 16)
+            _mm256_storeu_si256((__m256i *)(h + i), f32_to_f16(_mm512_mul_ps(_mm512_loadu_ps(src + i), vm)));
+        if (k)
+            _mm256_mask_storeu_epi16(h + n16, k, f32_to_f16(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + n16), vm)));
+        break;
+    case FLASHATTN_BF16:
+        for (int64_t i = 0; i < n16; i += 16)
+            _mm256_storeu_si256((__m256i *)(h + i), f32_to_bf16(_mm512_mul_ps(_mm512_loadu_ps(src + i), vm)));
+        if (k)
+            _mm256_mask_storeu_epi16(h + n16, k, f32_to_bf16(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + n16), vm)));
+        break;
+    default:
+        break;
     }
 }
 
