@@ -137,6 +137,7 @@ static void run_case(const bwd_case *c, uint64_t seed) {
         float *lse = malloc((ln ? ln : 1) * sizeof(float));
         flashattn_status s = fwd_bwd(isas[t], &q, &k, &v, &o, lse, &dout, &dq, &dk, &dv, &p);
         TT_CHECK(s == FLASHATTN_OK, "[%s] status %d (%s) %s", isas[t]->isa, s, flashattn_last_error(), desc);
+        TT_CHECK(!tt_bf16_state_left(isas[t]), "[%s] a thread kept gemm_bf16 state: %s", isas[t]->isa, desc);
         /* the yardstick uses this path's O and LSE, as the backward does
          * (worked out again whenever they differ from the last path's) */
         if (t == 0 || memcmp(plain_o, o.mem, o.bytes) || memcmp(plain_lse, lse, ln * sizeof(float))) {

@@ -94,6 +94,7 @@ static void run_case(const fwd_case *c, uint64_t seed, int public_api) {
             if (!s) s = fa_fwd_ex(&q.t, &k.t, &v.t, &o.t, lse, &p, w, ws, isas[t]);
             free(w);
             isa = isas[t]->isa;
+            TT_CHECK(!tt_bf16_state_left(isas[t]), "[%s] a thread kept gemm_bf16 state: %s", isa, desc);
         }
         TT_CHECK(s == FLASHATTN_OK, "[%s] status %d (%s) %s", isa, s, flashattn_last_error(), desc);
         double err = tt_max_abs_err(&o, ref);

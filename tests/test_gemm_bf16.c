@@ -165,6 +165,24 @@ static void check_split(const fa_kernels *kern, uint64_t *rng) {
     }
 }
 
+/* Runs of calls as the drivers make them: a kernel that keeps state from
+ * one call to the next (the AMX tile configuration, kernels.h) must give
+ * each call the definition's result whether the shape before it was the
+ * same or not, and after gemm_bf16_done() as before it. */
+static void check_runs(const fa_kernels *kern, int exact, uint64_t *rng) {
+    static const int shapes[][2] = {{12, 64}, {12, 64}, {12, 128}, {5, 64}, {12, 7},
+                                    {12, 7},  {12, 64}, {1, 33},   {1, 33}, {12, 0}};
+    const int count = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < count; i++) {
+            check_shape(kern, exact, shapes[i][0], i % 3 ? 32 : 16, shapes[i][1], i & 1,
+                        i & 1 ? 1.0f : 0.0883883f, 0, rng);
+            /* round 0: one run; 1: done after every call; 2: after some */
+            if (kern->gemm_bf16_done && (round == 1 || (round == 2 && i % 3 == 1)))
+                kern->gemm_bf16_done();
+        }
+}
+
 int main(void) {
     uint64_t rng = 2026;
     check_definition(&rng);
@@ -181,6 +199,7 @@ int main(void) {
         const int exact = strcmp(kern->isa, "avx512bf16") != 0 && strcmp(kern->isa, "amx") != 0;
         tested++;
         if (exact) check_split(kern, &rng);
+        check_runs(kern, exact, &rng);
         for (int m = 1; m <= kern->mr; m++)
             for (int nn = 16; nn <= kern->nr; nn += 16)
                 for (size_t k = 0; k < sizeof kps / sizeof kps[0]; k++)
@@ -193,6 +212,7 @@ int main(void) {
             printf("[%s] order probe: %a (%s)\n", kern->isa, probe,
                    probe == 0x1.000002p0f ? "odd product first, as the SDM states" : "not the SDM's order");
         }
+        if (kern->gemm_bf16_done) kern->gemm_bf16_done();
     }
     printf("gemm_bf16 kernels tested: %d%s\n", tested,
            tested ? "" : " (no AVX-512 here: the portable definition alone)");

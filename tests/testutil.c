@@ -83,6 +83,20 @@ void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
     fa_reference_std_f32(q, k, v, p, out_dtype, out);
 }
 
+int tt_bf16_state_left(const fa_kernels *kern) {
+    int left = 0;
+#if defined(FA_HAVE_AVX512) && defined(FA_TEST_BF16_EMULATED)
+    if (kern->gemm_bf16_done != fa_gemm_bf16_amx_emulated_done) return 0;
+    /* libgomp keeps its pool's threads, so these are the threads that ran
+     * the call's work items (as many as the call used, or more) */
+#pragma omp parallel reduction(| : left)
+    left |= fa_gemm_bf16_amx_emulated_loaded();
+#else
+    (void)kern;
+#endif
+    return left;
+}
+
 int tt_isas_dot(const fa_kernels *out[], int max) {
     static fa_kernels scalar_dot, avx512_dot, amx_dot;
     int k = tt_isas(out, max);
@@ -101,6 +115,7 @@ int tt_isas_dot(const fa_kernels *out[], int max) {
         amx_dot = fa_kernels_avx512;
         amx_dot.isa = "avx512+amxemul";
         amx_dot.gemm_bf16 = fa_gemm_bf16_amx_emulated;
+        amx_dot.gemm_bf16_done = fa_gemm_bf16_amx_emulated_done;
         out[k++] = &amx_dot;
     }
 #else

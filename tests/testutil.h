@@ -61,6 +61,12 @@ int tt_isas(const fa_kernels *out[], int max);
  * ("avx512+amxemul"). */
 int tt_isas_dot(const fa_kernels *out[], int max);
 
+/* Whether a thread of the OpenMP pool still holds gemm_bf16 state of kern
+ * (the emulated AMX tile's configuration) after a call into the library:
+ * the drivers must end every run with gemm_bf16_done(). 0 for tables
+ * that keep none. */
+int tt_bf16_state_left(const fa_kernels *kern);
+
 /* Standard attention computed plainly in f32 (materialised scores, f32
  * softmax), output rounded to out_dtype: the yardstick for f16/bf16 inputs.
  * out is contiguous [b, s, h, d] doubles holding the rounded values. */

@@ -261,6 +261,7 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
             const q_tile q = tile_at(plan, f, gbase, slot, hi, qb);
             step(pb, plan, kern, &t, &q);
         }
+    if (plan->bf16_dot && kern->gemm_bf16_done) kern->gemm_bf16_done();
 
     for (int r = 0; r < keys; r++) {
         kern->store((void *)fa_row_ptr(pb->dk, b, j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);

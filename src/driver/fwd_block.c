@@ -145,6 +145,8 @@ static inline __attribute__((always_inline)) void block(const fa_problem *pb,
         }
     }
 
+    if (dot && kern->gemm_bf16_done) kern->gemm_bf16_done();
+
     for (int r = 0; r < m; r++) {
         void *orow = (void *)fa_row_ptr(pb->o, b, i0 + r, h);
         if (ls[r] == 0.0f) {

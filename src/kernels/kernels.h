@@ -148,6 +148,16 @@ typedef struct fa_kernels {
     void (*gemm_bf16)(int m, int n, int64_t kp, const uint16_t *a, int64_t lda,
                       const uint32_t *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
                       float alpha);
+
+    /* Ends a run of gemm_bf16 calls on the calling thread: a gemm_bf16 may
+     * keep state from one call to the next (AMX: the tile configuration,
+     * loaded once for a run of calls of one shape instead of once a call),
+     * and this frees it, so that nothing is left behind for other code on
+     * the thread (a user's own AMX code, say). NULL when gemm_bf16 keeps
+     * none. Whoever calls gemm_bf16 calls this before the thread leaves
+     * the library: the drivers at the end of every work item. Results
+     * never depend on where runs begin or end. */
+    void (*gemm_bf16_done)(void);
 } fa_kernels;
 
 /* Tables defined by each ISA's files. SIMD tables exist only when the

@@ -8,4 +8,5 @@ const fa_kernels fa_kernels_amx = {
     .isa = "amx",
     FA_AVX512_ENTRIES,
     .gemm_bf16 = fa_gemm_bf16_amx,
+    .gemm_bf16_done = fa_gemm_bf16_amx_done,
 };
