@@ -355,6 +355,23 @@ static void test_exp2_dense(const fa_kernels *kn) {
     free(t);
 }
 
+/* A NaN score (a NaN in the caller's Q or K) is outside exp2_sum's
+ * contract, but every table turns it into NaN, as the portable exp2f
+ * does, so that it reaches the row's sum and O on every path instead of
+ * being dropped as a zero on some. Each position of a row of 37 (every
+ * lane of the vector loops and of the masked tail) in turn. */
+static void test_exp2_nan(const fa_kernels *kn) {
+    enum { N = 37 };
+    for (int at = 0; at < N; at++) {
+        float x[N];
+        for (int i = 0; i < N; i++) x[i] = i == 5 ? -INFINITY : -(float)i / 4;
+        x[at] = NAN;
+        const float s = kn->exp2_sum(x, N, 0.0f);
+        TT_CHECK(isnan(x[at]) && isnan(s), "[%s] exp2_sum: a NaN at %d gave %a (sum %a)", kn->isa, at,
+                 x[at], s);
+    }
+}
+
 /* ---- conversions ------------------------------------------------------- */
 
 static const float muls[] = {1.0f, 0.125f, 0.08838834764831845f, -3.0f, 0.12751743f};
@@ -491,6 +508,7 @@ int main(void) {
         const fa_kernels *kn = tables[t];
         uint64_t grng = 7;
         test_exp2_sum_grain(kn, &grng);
+        test_exp2_nan(kn);
         if (kn == &fa_kernels_scalar) continue; /* it is the reference */
         uint64_t rng = 20240601;
         printf("%s: tile %d x %d\n", kn->isa, kn->mr, kn->nr);

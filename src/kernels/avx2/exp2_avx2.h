@@ -10,7 +10,7 @@
  * Error bound: measured maximum over every float t in [-160, 0] is 1.02
  * ulp of the result (for subnormal results 1 ulp is 2^-149), against the
  * 4 ulp the kernel contract allows. t = -inf and t < -150 give exactly +0;
- * never NaN for t in [-inf, 0].
+ * never NaN for t in [-inf, 0]; NaN for a NaN t.
  */
 #ifndef FA_EXP2_AVX2_H
 #define FA_EXP2_AVX2_H
@@ -19,8 +19,10 @@
 
 static inline __m256 fa_exp2_avx2(__m256 t) {
     /* Clamp first: 2^-160 rounds to 0 like everything below it, and a
-     * finite t keeps r = t - n from becoming -inf - -inf = NaN. */
-    t = _mm256_max_ps(t, _mm256_set1_ps(-160.0f));
+     * finite t keeps r = t - n from becoming -inf - -inf = NaN. VMAXPS
+     * returns its second operand when either is NaN, so a NaN t (outside
+     * the contract) stays NaN, as on the other paths. */
+    t = _mm256_max_ps(_mm256_set1_ps(-160.0f), t);
 
     /* n = round-to-nearest-even(t): adding 1.5 * 2^23 leaves no fraction
      * bits in the sum v (valid for |t| < 2^22), and the integer n sits in
