@@ -8,6 +8,7 @@
 #include "kernels/amx/amx.h"
 #include "kernels/avx512bf16/avx512bf16.h"
 #include "kernels/ref/ref.h"
+#include "plan/fwd_route.h"
 #include "reference/attn_f64.h"
 #include "reference/attn_std_f32.h"
 #include "reference/compare.h"
@@ -81,6 +82,13 @@ void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
                      const flashattn_tensor *v, const flashattn_params *p,
                      flashattn_dtype out_dtype, double *out) {
     fa_reference_std_f32(q, k, v, p, out_dtype, out);
+}
+
+int tt_fwd_as_decode(int64_t seq_q, int64_t seq_k, int64_t heads_q, int64_t heads_kv) {
+    fa_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.seq_q = seq_q, pb.seq_k = seq_k, pb.group = heads_kv > 0 ? heads_q / heads_kv : 1;
+    return fa_fwd_few_rows(&pb);
 }
 
 int tt_bf16_state_left(const fa_kernels *kern) {

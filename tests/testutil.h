@@ -67,6 +67,10 @@ int tt_isas_dot(const fa_kernels *out[], int max);
  * that keep none. */
 int tt_bf16_state_left(const fa_kernels *kern);
 
+/* Whether a forward of these sizes runs on decode's driver when neither a
+ * tile size nor the LSE is asked for (plan/fwd_route.h). */
+int tt_fwd_as_decode(int64_t seq_q, int64_t seq_k, int64_t heads_q, int64_t heads_kv);
+
 /* Standard attention computed plainly in f32 (materialised scores, f32
  * softmax), output rounded to out_dtype: the yardstick for f16/bf16 inputs.
  * out is contiguous [b, s, h, d] doubles holding the rounded values. */

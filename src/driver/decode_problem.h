@@ -17,14 +17,18 @@ typedef struct fa_decode_problem {
     int64_t seq_new;                       /* 0 without k_new */
     const int32_t *block_table;            /* NULL: contiguous cache */
     int64_t max_pages, page_size;          /* paged only */
-    const int32_t *seqlens_i32;            /* exactly one is set */
+    const int32_t *seqlens_i32;            /* at most one is set; */
     const int64_t *seqlens_i64;
+    int64_t seqlen_all;                    /* neither: every sequence's length (a
+                                              forward run as decode, plan/fwd_route.h) */
     int top_left; /* diagonal at 0 instead of len - seq_q */
 } fa_decode_problem;
 
 /* Rows in sequence b's cache before the append. */
 static inline int64_t fa_decode_cached(const fa_decode_problem *dp, int64_t b) {
-    return dp->seqlens_i32 ? (int64_t)dp->seqlens_i32[b] : dp->seqlens_i64[b];
+    return dp->seqlens_i32   ? (int64_t)dp->seqlens_i32[b]
+           : dp->seqlens_i64 ? dp->seqlens_i64[b]
+                             : dp->seqlen_all;
 }
 
 /* Rows sequence b attends over: the cached ones and the appended ones. */

@@ -1,0 +1,49 @@
+/*
+ * Which driver runs a forward pass. With few query rows per kv-head
+ * (seq_q x group), the forward driver's packing of K and V (a pass over
+ * them that writes an f32 copy, then reads it back) costs more than the
+ * attention itself: at seq_q 1 against 4096 keys it was nearly all of the
+ * time. Decode's driver reads K and V where they lie, GQA-packed, with
+ * the keys split across threads, so such a forward runs as a decode
+ * against a full cache (no append, every length seq_k).
+ */
+#ifndef FA_FWD_ROUTE_H
+#define FA_FWD_ROUTE_H
+
+#include "plan/tiles_decode.h"
+
+/* Query rows per kv-head (seq_q x group) up to which the forward runs as
+ * decode; and up to FA_FWD_DECODE_ROWS_LONG when there are at least
+ * FA_FWD_DECODE_KEYS_PER_ROW keys a row. 8 heads, d 128, f32, one thread,
+ * medians of alternating calls (decode / forward driver):
+ *   seq_q 1, 4, 16, 32 against 4096 keys   0.19, 0.22, 0.48, 0.57 (2 threads alike)
+ *   seq_q 64, 128, 256, 384 against 4096   0.68, 0.78, 0.87, 0.92 (384 on 2 threads: 1.02)
+ *   seq_q = seq_k = 16, 32, 64, 128, 256   0.83, 0.93, 0.96, 1.04, 1.09
+ *   seq_q 64, 128 against 512 / 1024      0.90 / 0.74, 0.89 / 0.86
+ *   seq_q 256 against 512 / 1024          1.01 / 1.05
+ *   32/8 heads (group 4), seq_q 8, 16, 32, 64 against 4096   0.43, 0.60, 0.78, 0.91
+ * Decode's wide path widens K and V piece by piece inside the item, while
+ * the forward driver packs them in a pass of their own before any
+ * q-block: for one or two q-blocks that pass is most of the difference. */
+#define FA_FWD_DECODE_ROWS 64
+#define FA_FWD_DECODE_ROWS_LONG 256
+#define FA_FWD_DECODE_KEYS_PER_ROW 8
+
+/* Whether the rule above sends pb to decode's driver (also used by the
+ * standard baseline, which then reads K and V in place as well). */
+int fa_fwd_few_rows(const fa_problem *pb);
+
+/* When pb (a validated forward problem with params p) runs as decode:
+ * fills dp and plan and returns 1 (*status: the planning's); 0: the
+ * forward driver runs it. User tiles (block_m, block_n) keep the
+ * forward's driver, and so does a call that asks for the LSE: that is
+ * the backward's input, and the backward recomputes S = Q K^T bit for bit
+ * as the forward driver's GEMM tile sums it, where decode's few-row
+ * kernel (gemm_nt) sums in another order; with scores of ~100 the
+ * difference showed in dV (5e-5 against a 2.6e-5 bound in test_backward). The split count depends on the problem only,
+ * never on the thread count, so results stay bit-identical whatever the
+ * threads (as the forward promises). */
+int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const fa_kernels *kern,
+                        fa_decode_problem *dp, fa_decode_plan *plan, flashattn_status *status);
+
+#endif
