@@ -150,6 +150,12 @@ FLASHATTN_API flashattn_params flashattn_params_default(void);
  * thread. The workspace need not be zeroed; 64-byte alignment is best but
  * not required.
  * lse may be NULL. On any error nothing is written to o or lse.
+ * With few query rows per kv-head (seq_q * heads_q / heads_kv up to 64,
+ * or up to 256 with at least 8 keys a row) and neither lse nor a tile
+ * size asked for, the call runs as a decode against K and V (read where
+ * they lie, keys split in a count that depends on the sizes only): o
+ * then differs from a call with lse in rounding only. A call with lse
+ * gives what flashattn_bwd recomputes, bit for bit.
  */
 FLASHATTN_API flashattn_status flashattn_fwd_workspace_size(
     const flashattn_tensor *q, const flashattn_tensor *k, const flashattn_tensor *v,

@@ -24,6 +24,7 @@
 #include "peak.h"
 #include "placement.h"
 #include "plan/cpu_caches.h"
+#include "plan/fwd_route.h"
 #include "plan/tile_rule.h"
 #include "plan/tiles.h"
 #include "plan/tune_file.h"
@@ -223,8 +224,11 @@ static int plan_cpu(const plan_opts *o) {
                         .causal = s->causal, .in_bytes = eb, .tile_bytes = 4, .kv_stream_bytes = 4,
                         .pack_kv = 1, .kv_buffers = 1, .block_m = plan.block_m, .block_n = plan.block_n};
     plan_count(&r.in, &r.c);
-    char from[96];
-    snprintf(from, sizeof from, "block_m from %s, block_n from %s", plan.source_m, plan.source_n);
+    char from[192];
+    snprintf(from, sizeof from, "block_m from %s, block_n from %s%s", plan.source_m, plan.source_n,
+             !p.block_m && !p.block_n && fa_fwd_few_rows(&pb)
+                 ? "; without lse these sizes run as decode instead, plan/fwd_route.h"
+                 : "");
     r.tiles_from = from;
     r.tile_cap = (double)(cc->l2_bytes > 0 ? cc->l2_bytes : FA_TILE_DEFAULT_L2);
     r.tile_buffer = cc->l2_bytes > 0 ? "L2 (per core, detected)" : "L2 (unknown: 256 KiB assumed)";
