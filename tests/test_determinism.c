@@ -27,8 +27,10 @@ int main(void) {
         {301, 517, 4, 2, 64, 1, -1, FLASHATTN_F32},
         {129, 129, 2, 1, 80, 0, 33, FLASHATTN_BF16},
         {64, 1000, 3, 3, 128, 1, 100, FLASHATTN_F16},
-        /* run as decode (plan/fwd_route.h), its keys split in 8 */
+        /* run as decode (plan/fwd_route.h): keys split in 8; too few keys
+         * to split, one kv-head an item */
         {4, 9000, 8, 2, 128, 1, -1, FLASHATTN_F16},
+        {17, 40, 4, 4, 64, 0, -1, FLASHATTN_F32},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         uint64_t rng = 99 + c;

@@ -5,8 +5,6 @@
 /* Work units (items x splits) a forward run as decode aims at: enough for
  * 8 threads at 2 each, whatever the thread count of this call. */
 #define FA_FWD_DECODE_UNITS 16
-/* Fewest keys a split. */
-#define FA_FWD_DECODE_SPLIT_KEYS 512
 
 int fa_fwd_few_rows(const fa_problem *pb) {
     const int64_t rows = pb->seq_q * pb->group;
@@ -26,15 +24,7 @@ int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const f
     dp->top_left = p->align == FLASHATTN_ALIGN_TOP_LEFT;
 
     flashattn_params q = *p;
-    q.num_splits = 1;
-    if ((*status = fa_plan_decode(dp, &q, kern, plan))) return 1;
-    const int64_t items = pb->batch * plan->head_blocks * plan->query_tiles;
-    int64_t splits = items > 0 ? (FA_FWD_DECODE_UNITS + items - 1) / items : 1;
-    if (splits > pb->seq_k / FA_FWD_DECODE_SPLIT_KEYS) splits = pb->seq_k / FA_FWD_DECODE_SPLIT_KEYS;
-    if (splits > FLASHATTN_MAX_SPLITS) splits = FLASHATTN_MAX_SPLITS;
-    if (splits > 1) {
-        q.num_splits = (int)splits;
-        *status = fa_plan_decode(dp, &q, kern, plan);
-    }
+    q.num_splits = 0;
+    *status = fa_plan_decode(dp, &q, kern, FA_FWD_DECODE_UNITS, plan);
     return 1;
 }

@@ -33,10 +33,14 @@ typedef struct fa_decode_plan {
 } fa_decode_plan;
 
 /* Fill plan from a validated problem and range-checked params for the
- * kernel table kern (its MR and NR shape the wide path). Returns
- * BAD_TILE for block sizes out of range, OVERFLOW when the workspace size
- * does not fit in size_t. */
+ * kernel table kern (its MR and NR shape the wide path). units = 0: the
+ * automatic split count follows the thread count; units > 0: the work is
+ * cut into about that many units whatever the thread count (splits first,
+ * then smaller kv-head blocks), so that results do not depend on it (a
+ * forward run as decode, plan/fwd_route.h). Returns BAD_TILE for block
+ * sizes out of range, OVERFLOW when the workspace size does not fit in
+ * size_t. */
 flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_params *p,
-                                const fa_kernels *kern, fa_decode_plan *plan);
+                                const fa_kernels *kern, int units, fa_decode_plan *plan);
 
 #endif
