@@ -68,8 +68,9 @@ def backward_call(forward, inputs):
 def time_torch(args, seq, dtype):
     b, h, d = args.batch, args.heads, args.head_dim
     g = torch.Generator().manual_seed(0)
-    bshd = [torch.randn(b, seq, h, d, generator=g, dtype=torch.float32).to(dtype)
-            for _ in range(3)]
+    hk = args.heads_kv if args.seq_k else h
+    bshd = [torch.randn(b, n, heads, d, generator=g, dtype=torch.float32).to(dtype)
+            for n, heads in ((seq, h), (args.seq_k or seq, hk), (args.seq_k or seq, hk))]
     bhsd = [x.transpose(1, 2).contiguous() for x in bshd]
     # Both read the same memory when a layout is forced: the other library
     # gets a transposed view (torch models pass SDPA such views of their
@@ -79,7 +80,7 @@ def time_torch(args, seq, dtype):
     elif args.layout == "bhsd":
         bshd = [x.transpose(1, 2) for x in bhsd]
     sdpa = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, is_causal=args.causal)
+        q, k, v, is_causal=args.causal, enable_gqa=hk != h)
     ours = lambda q, k, v: flashattn.flash_attn_func(q, k, v, causal=args.causal)
     # Same attention before any timing: a fast wrong answer would be no result.
     diff = (ours(*bshd).float() - sdpa(*bhsd).transpose(1, 2).float()).abs().max().item()
@@ -112,8 +113,9 @@ def time_decode(args, kv_len, dtype):
 
 def time_numpy(args, seq, dtype):
     rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((args.batch, seq, args.heads, args.head_dim))
-               .astype(dtype) for _ in range(3))
+    hk = args.heads_kv if args.seq_k else args.heads
+    q, k, v = (rng.standard_normal((args.batch, n, heads, args.head_dim)).astype(dtype)
+               for n, heads in ((seq, args.heads), (args.seq_k or seq, hk), (args.seq_k or seq, hk)))
     run = lambda: flashattn.attention(q, k, v, causal=args.causal, num_threads=args.threads)
     row = {"fa_bwd": None, "pt_fwd": None, "pt_bwd": None, "maxdiff": None}
     row.update(alternate({"fa_fwd": run}, args.reps))
@@ -184,7 +186,12 @@ def main():
     ap.add_argument("--decode", action="store_true", help="time one decode step instead")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--heads", type=int, default=None, help="default 8 (prefill), 32 (decode)")
-    ap.add_argument("--heads-kv", type=int, default=8, help="decode only")
+    ap.add_argument("--heads-kv", type=int, default=8,
+                    help="decode, and prefill with --seq-k (GQA)")
+    ap.add_argument("--seq-k", type=int, default=0,
+                    help="prefill: keys of every row (default: each row's seq); the queries "
+                         "are --seq, the kv heads --heads-kv; no --causal (flashattn aligns "
+                         "a non-square mask bottom-right, SDPA top-left)")
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None,
                     help="default float32 (prefill), float16 (decode)")
@@ -206,6 +213,8 @@ def main():
     if args.seq is None:
         args.seq = "4096,32768" if args.decode else "512,1024,2048,4096"
     seqs = [int(s) for s in args.seq.split(",")]
+    if args.seq_k and (args.decode or args.causal):
+        sys.exit("compare.py: --seq-k is for prefill without --causal")
 
     if torch is not None:
         torch.set_num_threads(args.threads)  # flash_attn_func follows torch's setting
@@ -228,6 +237,8 @@ def main():
             args.batch, args.heads, args.heads_kv)
     else:
         shape = "batch %d, heads %d" % (args.batch, args.heads)
+        if args.seq_k:
+            shape += ", heads_kv %d, seq_k %d (seq = seq_q)" % (args.heads_kv, args.seq_k)
     layout = "" if args.decode or args.layout == "native" else ", both read %s memory" % args.layout
     title = ("%s, head_dim %d, %s%s%s, %d threads; flashattn %s (%s), %s"
              % (shape, args.head_dim, args.dtype, ", causal" if args.causal else "", layout,

@@ -40,3 +40,19 @@ def test_decode_needs_torch_or_compares(tmp_path):
     assert proc.returncode == 0, proc.stderr
     row = [line for line in md.read_text().splitlines() if line.startswith("| 64 |")][0]
     assert float(row.split("|")[-2]) < 1e-2  # flashattn against SDPA, f16 cache
+
+
+def test_prefill_seq_k(tmp_path):
+    """--seq-k: few queries against more keys, GQA (with torch both libraries
+    run it and are checked to agree; without, flashattn alone)."""
+    proc, md = run(tmp_path, "--seq", "1,8", "--seq-k", "300", "--heads", "4", "--heads-kv", "2",
+                   "--no-bwd")
+    assert proc.returncode == 0, proc.stderr
+    text = md.read_text()
+    assert "seq_k 300" in text
+    rows = [line for line in text.splitlines() if line.startswith(("| 1 |", "| 8 |"))]
+    assert len(rows) == 2
+    diff = rows[0].split("|")[8].strip()
+    assert diff == "n/a" or float(diff) < 1e-4
+    bad, _ = run(tmp_path, "--seq", "8", "--seq-k", "300", "--causal")
+    assert bad.returncode != 0 and "--seq-k" in bad.stderr
