@@ -138,7 +138,7 @@ int cmd_check(int argc, char **argv) {
     for (int s = 0; s < N_SECTIONS; s++) {
         const check_tally *t = &totals[s];
         if (only && strcmp(only, sections[s]->name) != 0) continue;
-        printf("  %-6s %d cases x %d path%s = %d runs: %d passed, %d failed  (%.1f s)\n",
+        printf("  %-6s %d cases on %d path%s, %d runs: %d passed, %d failed  (%.1f s)\n",
                sections[s]->name, t->cases, o.n_isas, o.n_isas == 1 ? "" : "s", t->runs,
                t->runs - t->failed, t->failed, secs[s]);
         if (t->runs) printf("         worst err/bound %.2f:\n         %s\n", t->worst_ratio, t->worst);
