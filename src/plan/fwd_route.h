@@ -29,8 +29,8 @@
 #define FA_FWD_DECODE_ROWS_LONG 256
 #define FA_FWD_DECODE_KEYS_PER_ROW 8
 
-/* Whether the rule above sends pb to decode's driver (also used by the
- * standard baseline, which then reads K and V in place as well). */
+/* Whether pb's sizes meet the rule above (the standard baseline reads K
+ * and V in place for the fewest of these rows too). */
 int fa_fwd_few_rows(const fa_problem *pb);
 
 /* When pb (a validated forward problem with params p) runs as decode:
@@ -40,9 +40,10 @@ int fa_fwd_few_rows(const fa_problem *pb);
  * the backward's input, and the backward recomputes S = Q K^T bit for bit
  * as the forward driver's GEMM tile sums it, where decode's few-row
  * kernel (gemm_nt) sums in another order; with scores of ~100 the
- * difference showed in dV (5e-5 against a 2.6e-5 bound in test_backward). The split count depends on the problem only,
- * never on the thread count, so results stay bit-identical whatever the
- * threads (as the forward promises). */
+ * difference showed in dV (5e-5 against a 2.6e-5 bound in
+ * test_backward). The split count depends on the sizes only, never on
+ * the thread count, so results stay bit-identical whatever the threads
+ * (as the forward promises). */
 int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const fa_kernels *kern,
                         fa_decode_problem *dp, fa_decode_plan *plan, flashattn_status *status);
 
