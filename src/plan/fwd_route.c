@@ -15,7 +15,7 @@ int fa_fwd_few_rows(const fa_problem *pb) {
 int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const fa_kernels *kern,
                         fa_decode_problem *dp, fa_decode_plan *plan, flashattn_status *status) {
     *status = FLASHATTN_OK;
-    if (p->block_m > 0 || p->block_n > 0 || pb->lse || !fa_fwd_few_rows(pb)) return 0;
+    if (p->block_m > 0 || p->block_n > 0 || !fa_fwd_few_rows(pb)) return 0;
     memset(dp, 0, sizeof *dp);
     dp->base = *pb;
     dp->seqlen_all = pb->seq_k;
@@ -26,5 +26,8 @@ int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const f
     flashattn_params q = *p;
     q.num_splits = 0;
     *status = fa_plan_decode(dp, &q, kern, FA_FWD_DECODE_UNITS, plan);
+    /* With the LSE asked for, only decode's wide path, whose S is the
+     * forward driver's GEMM tile sum bit for bit (see the header). */
+    if (!*status && pb->lse && !plan->wide_piece) return 0;
     return 1;
 }

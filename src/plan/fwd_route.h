@@ -36,14 +36,14 @@ int fa_fwd_few_rows(const fa_problem *pb);
 /* When pb (a validated forward problem with params p) runs as decode:
  * fills dp and plan and returns 1 (*status: the planning's); 0: the
  * forward driver runs it. User tiles (block_m, block_n) keep the
- * forward's driver, and so does a call that asks for the LSE: that is
- * the backward's input, and the backward recomputes S = Q K^T bit for bit
- * as the forward driver's GEMM tile sums it, where decode's few-row
- * kernel (gemm_nt) sums in another order; with scores of ~100 the
- * difference showed in dV (5e-5 against a 2.6e-5 bound in
- * test_backward). The split count depends on the sizes only, never on
- * the thread count, so results stay bit-identical whatever the threads
- * (as the forward promises). */
+ * forward's driver, and so does a call that asks for the LSE when decode
+ * would take its few-row path: the LSE is the backward's input, and the
+ * backward recomputes S = Q K^T as the GEMM tile sums it (the forward
+ * driver's, and decode's wide path's), where the few-row kernel (gemm_nt)
+ * sums in another order; with scores of ~100 that difference showed in dV
+ * (5e-5 against a 2.6e-5 bound in test_backward). The split count depends
+ * on the sizes only, never on the thread count, so results stay
+ * bit-identical whatever the threads (as the forward promises). */
 int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const fa_kernels *kern,
                         fa_decode_problem *dp, fa_decode_plan *plan, flashattn_status *status);
 

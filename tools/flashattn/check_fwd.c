@@ -189,8 +189,8 @@ static int run_case(const fwd_case *c, uint64_t data_seed, const check_opts *o, 
         r.bound = bound;
         r.lse_bound = (c->dt == FLASHATTN_F32 ? 1e-5 : 1e-4) * fmax(1.0, c->sigma * c->sigma);
         /* Sizes that run as decode without the LSE (plan/fwd_route.h) are
-         * checked both ways: with the LSE (the forward driver), and
-         * without (decode's driver, O alone). */
+         * checked both ways: with the LSE (the forward driver, or decode
+         * from 24 rows a kv-head), and without (decode's driver, O alone). */
         fa_problem sizes;
         memset(&sizes, 0, sizeof sizes);
         sizes.seq_q = c->sq, sizes.seq_k = c->sk, sizes.group = c->hkv ? c->hq / c->hkv : 1;
