@@ -50,14 +50,45 @@ static inline __m256i f32_to_bf16(__m512 x) {
     return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rne, quiet));
 }
 
+/* 16-bit rows (f16 or bf16, a literal at each call site, so that each
+ * compiles to its own loop) to and from f32. */
+static inline __attribute__((always_inline)) __m512 widen_half(__m256i x, const int bf16) {
+    return bf16 ? bf16_to_f32(x) : _mm512_cvtph_ps(x);
+}
+
+static inline __attribute__((always_inline)) __m256i narrow_half(__m512 x, const int bf16) {
+    return bf16 ? f32_to_bf16(x) : f32_to_f16(x);
+}
+
 /* The dtype is chosen once per row, outside the loops, and only the last
  * partial vector goes through a mask: a mask made and a branch taken per
  * vector cost 4-5x the copy itself on the rows of 64-256 floats the
  * drivers pass (fa_load of a 128-float row: about 45 cycles that way). */
+static inline __attribute__((always_inline)) void load_half(float *dst, const uint16_t *h, int64_t n,
+                                                            __m512 vm, const int bf16) {
+    const int64_t n16 = n / 16 * 16;
+    const __mmask16 k = tail_mask(n - n16);
+    for (int64_t i = 0; i < n16; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_mul_ps(widen_half(_mm256_loadu_si256((const __m256i *)(h + i)), bf16), vm));
+    if (k)
+        _mm512_mask_storeu_ps(dst + n16, k,
+                              _mm512_mul_ps(widen_half(_mm256_maskz_loadu_epi16(k, h + n16), bf16), vm));
+}
+
+static inline __attribute__((always_inline)) void store_half(uint16_t *h, const float *src, int64_t n,
+                                                             __m512 vm, const int bf16) {
+    const int64_t n16 = n / 16 * 16;
+    const __mmask16 k = tail_mask(n - n16);
+    for (int64_t i = 0; i < n16; i += 16)
+        _mm256_storeu_si256((__m256i *)(h + i), narrow_half(_mm512_mul_ps(_mm512_loadu_ps(src + i), vm), bf16));
+    if (k)
+        _mm256_mask_storeu_epi16(h + n16, k,
+                                 narrow_half(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + n16), vm), bf16));
+}
+
 void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul) {
     const __m512 vm = _mm512_set1_ps(mul);
     const float *f = src;
-    const uint16_t *h = src;
     const int64_t n16 = n / 16 * 16;
     const __mmask16 k = tail_mask(n - n16);
     switch (dt) {
@@ -66,29 +97,15 @@ void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, 
             _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_loadu_ps(f + i), vm));
         if (k) _mm512_mask_storeu_ps(dst + n16, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, f + n16), vm));
         break;
-    case FLASHATTN_F16:
-        for (int64_t i = 0; i < n16; i += 16)
-            _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))), vm));
-        if (k)
-            _mm512_mask_storeu_ps(dst + n16, k,
-                                  _mm512_mul_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, h + n16)), vm));
-        break;
-    case FLASHATTN_BF16:
-        for (int64_t i = 0; i < n16; i += 16)
-            _mm512_storeu_ps(dst + i, _mm512_mul_ps(bf16_to_f32(_mm256_loadu_si256((const __m256i *)(h + i))), vm));
-        if (k)
-            _mm512_mask_storeu_ps(dst + n16, k,
-                                  _mm512_mul_ps(bf16_to_f32(_mm256_maskz_loadu_epi16(k, h + n16)), vm));
-        break;
-    default:
-        break;
+    case FLASHATTN_F16: load_half(dst, src, n, vm, 0); break;
+    case FLASHATTN_BF16: load_half(dst, src, n, vm, 1); break;
+    default: break;
     }
 }
 
 void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
     const __m512 vm = _mm512_set1_ps(mul);
     float *f = dst;
-    uint16_t *h = dst;
     const int64_t n16 = n / 16 * 16;
     const __mmask16 k = tail_mask(n - n16);
     switch (dt) {
@@ -96,20 +113,9 @@ void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n,
         for (int64_t i = 0; i < n16; i += 16) _mm512_storeu_ps(f + i, _mm512_mul_ps(_mm512_loadu_ps(src + i), vm));
         if (k) _mm512_mask_storeu_ps(f + n16, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + n16), vm));
         break;
-    case FLASHATTN_F16:
-        for (int64_t i = 0; i < n16; i += 16)
-            _mm256_storeu_si256((__m256i *)(h + i), f32_to_f16(_mm512_mul_ps(_mm512_loadu_ps(src + i), vm)));
-        if (k)
-            _mm256_mask_storeu_epi16(h + n16, k, f32_to_f16(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + n16), vm)));
-        break;
-    case FLASHATTN_BF16:
-        for (int64_t i = 0; i < n16; i += 16)
-            _mm256_storeu_si256((__m256i *)(h + i), f32_to_bf16(_mm512_mul_ps(_mm512_loadu_ps(src + i), vm)));
-        if (k)
-            _mm256_mask_storeu_epi16(h + n16, k, f32_to_bf16(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, src + n16), vm)));
-        break;
-    default:
-        break;
+    case FLASHATTN_F16: store_half(dst, src, n, vm, 0); break;
+    case FLASHATTN_BF16: store_half(dst, src, n, vm, 1); break;
+    default: break;
     }
 }
 
