@@ -85,10 +85,7 @@ void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
 }
 
 int tt_fwd_as_decode(int64_t seq_q, int64_t seq_k, int64_t heads_q, int64_t heads_kv) {
-    fa_problem pb;
-    memset(&pb, 0, sizeof pb);
-    pb.seq_q = seq_q, pb.seq_k = seq_k, pb.group = heads_kv > 0 ? heads_q / heads_kv : 1;
-    return fa_fwd_few_rows(&pb);
+    return fa_fwd_few_rows(seq_q, seq_k, heads_kv > 0 ? heads_q / heads_kv : 1);
 }
 
 int tt_bf16_state_left(const fa_kernels *kern) {

@@ -14,7 +14,6 @@
 #include "api/validate.h"
 #include "driver/pack.h"
 #include "driver/threads.h"
-#include "plan/fwd_route.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -24,7 +23,8 @@
 #define STD_BLOCK_M 64    /* rows per work item, before shrinking for threads */
 #define STD_KC 256        /* keys per P.V step: P and V slices stay in L2 */
 #define STD_PACK_CHUNK 512
-#define STD_IN_PLACE_ROWS 24 /* query rows per kv-head up to which K, V are read in place */
+#define STD_IN_PLACE_ROWS 24 /* query rows per kv-head up to which K, V are read in place
+                                (all within the forward's few-rows rule, plan/fwd_route.h) */
 
 typedef struct {
     int threads, block_m;
@@ -57,7 +57,7 @@ static flashattn_status plan_standard(const fa_problem *pb, const flashattn_para
      * one thread, ms): seq_q x seq_k 1 x 4096 3.7 / 13.7, 8 x 4096 5.8 /
      * 13.9, 24 x 4096 11.2 / 15.9, 64 x 4096 25.9 / 22.4, 200 x 4096
      * 89.5 / 37.8; 16 x 16 0.032 / 0.041, 32 x 32 0.107 / 0.091. */
-    sp->in_place = fa_fwd_few_rows(pb) && pb->seq_q * pb->group <= STD_IN_PLACE_ROWS;
+    sp->in_place = pb->seq_q * pb->group <= STD_IN_PLACE_ROWS;
     size_t s_bytes, kf, vf;
     if (!fa_mul_size(sq, (size_t)sp->ld_s, &sp->s_floats) ||
         !fa_mul_size(sp->s_floats, sizeof(float), &s_bytes) ||

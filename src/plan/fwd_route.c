@@ -6,16 +6,16 @@
  * 8 threads at 2 each, whatever the thread count of this call. */
 #define FA_FWD_DECODE_UNITS 16
 
-int fa_fwd_few_rows(const fa_problem *pb) {
-    const int64_t rows = pb->seq_q * pb->group;
+int fa_fwd_few_rows(int64_t seq_q, int64_t seq_k, int64_t group) {
+    const int64_t rows = seq_q * group;
     return rows <= FA_FWD_DECODE_ROWS ||
-           (rows <= FA_FWD_DECODE_ROWS_LONG && pb->seq_k >= FA_FWD_DECODE_KEYS_PER_ROW * rows);
+           (rows <= FA_FWD_DECODE_ROWS_LONG && seq_k >= FA_FWD_DECODE_KEYS_PER_ROW * rows);
 }
 
 int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const fa_kernels *kern,
                         fa_decode_problem *dp, fa_decode_plan *plan, flashattn_status *status) {
     *status = FLASHATTN_OK;
-    if (p->block_m > 0 || p->block_n > 0 || !fa_fwd_few_rows(pb)) return 0;
+    if (p->block_m > 0 || p->block_n > 0 || !fa_fwd_few_rows(pb->seq_q, pb->seq_k, pb->group)) return 0;
     memset(dp, 0, sizeof *dp);
     dp->base = *pb;
     dp->seqlen_all = pb->seq_k;

@@ -29,9 +29,8 @@
 #define FA_FWD_DECODE_ROWS_LONG 256
 #define FA_FWD_DECODE_KEYS_PER_ROW 8
 
-/* Whether pb's sizes meet the rule above (the standard baseline reads K
- * and V in place for the fewest of these rows too). */
-int fa_fwd_few_rows(const fa_problem *pb);
+/* Whether sizes meet the rule above (group = heads_q / heads_kv). */
+int fa_fwd_few_rows(int64_t seq_q, int64_t seq_k, int64_t group);
 
 /* When pb (a validated forward problem with params p) runs as decode:
  * fills dp and plan and returns 1 (*status: the planning's); 0: the

@@ -191,10 +191,7 @@ static int run_case(const fwd_case *c, uint64_t data_seed, const check_opts *o, 
         /* Sizes that run as decode without the LSE (plan/fwd_route.h) are
          * checked both ways: with the LSE (the forward driver, or decode
          * from 24 rows a kv-head), and without (decode's driver, O alone). */
-        fa_problem sizes;
-        memset(&sizes, 0, sizeof sizes);
-        sizes.seq_q = c->sq, sizes.seq_k = c->sk, sizes.group = c->hkv ? c->hq / c->hkv : 1;
-        const int routes = fa_fwd_few_rows(&sizes) ? 2 : 1;
+        const int routes = fa_fwd_few_rows(c->sq, c->sk, c->hkv ? c->hq / c->hkv : 1) ? 2 : 1;
         for (int run = 0; run < o->n_isas * routes; run++) {
             const int t = run % o->n_isas, no_lse = run >= o->n_isas;
             const fa_kernels *kern = o->isas[t];

@@ -226,7 +226,7 @@ static int plan_cpu(const plan_opts *o) {
     plan_count(&r.in, &r.c);
     char from[192];
     snprintf(from, sizeof from, "block_m from %s, block_n from %s%s", plan.source_m, plan.source_n,
-             !p.block_m && !p.block_n && fa_fwd_few_rows(&pb)
+             !p.block_m && !p.block_n && fa_fwd_few_rows(pb.seq_q, pb.seq_k, pb.group)
                  ? "; these sizes run as decode instead, with lse from 24 rows a kv-head: plan/fwd_route.h"
                  : "");
     r.tiles_from = from;
