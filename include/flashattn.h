@@ -153,11 +153,11 @@ FLASHATTN_API flashattn_params flashattn_params_default(void);
  * With few query rows per kv-head (seq_q * heads_q / heads_kv up to 64,
  * or up to 256 with at least 8 keys a row) and no tile size given, the
  * call runs as a decode against K and V (read where they lie, keys split
- * in a count that depends on the sizes only); below 24 such rows only
- * when lse is NULL, since there S = Q K^T is summed in another order than
- * flashattn_bwd recomputes it. So o may differ in rounding between calls
- * with and without lse; a call with lse always gives the S and LSE that
- * flashattn_bwd expects.
+ * in a count that depends on the sizes only). Below 16 such rows a call
+ * with lse = NULL sums S = Q K^T in another order than flashattn_bwd
+ * recomputes it (in SIMD lanes, faster there), so o may differ in
+ * rounding between calls with and without lse; a call with lse always
+ * gives the S and LSE that flashattn_bwd expects.
  */
 FLASHATTN_API flashattn_status flashattn_fwd_workspace_size(
     const flashattn_tensor *q, const flashattn_tensor *k, const flashattn_tensor *v,

@@ -375,7 +375,7 @@ static fa_decode_plan plan_of(const dcase *c, fixture *f, const fa_kernels *kern
     TT_CHECK(fa_read_params(&user, &p) == FLASHATTN_OK &&
                  fa_validate_decode(&f->q.t, &f->cache, kn, vn, &o.t, NULL, &p, &dp) ==
                      FLASHATTN_OK &&
-                 fa_plan_decode(&dp, &p, kern, 0, &plan) == FLASHATTN_OK,
+                 fa_plan_decode(&dp, &p, kern, 0, 0, &plan) == FLASHATTN_OK,
              "[%s] plan: %s", kern->isa, flashattn_last_error());
     tt_free(&o);
     return plan;

@@ -13,7 +13,8 @@ static void run(const fa_kernels *kern, const tt_tensor *q, const tt_tensor *k, 
                 flashattn_params *p, void *o, float *lse) {
     tt_tensor out = tt_alloc(q->t.dtype, q->t.batch, q->t.seqlen, q->t.heads, q->t.head_dim, 1, 0);
     /* without the LSE when the sizes run as decode (plan/fwd_route.h):
-     * a tile size runs the forward driver, and the LSE may (below 24 rows) */
+     * a tile size runs the forward driver, and the LSE takes decode's wide
+     * path (below 16 rows a kv-head, the path without the LSE differs) */
     if (!p->block_m && tt_fwd_as_decode(q->t.seqlen, k->t.seqlen, q->t.heads, k->t.heads)) lse = NULL;
     flashattn_status s = fa_fwd_ex(&q->t, &k->t, &v->t, &out.t, lse, p, NULL, 0, kern);
     TT_CHECK(s == FLASHATTN_OK, "[%s] status %d: %s", kern->isa, s, flashattn_last_error());

@@ -78,9 +78,10 @@ static void run_case(const fwd_case *c, uint64_t seed, int public_api) {
     /* bf16 cases also run the bf16 dot-product route (tt_isas_dot) */
     const fa_kernels *isas[8];
     int n = public_api ? 1 : c->dt == FLASHATTN_BF16 ? tt_isas_dot(isas, 8) : tt_isas(isas, 8);
-    /* Few query rows per kv-head run as decode (plan/fwd_route.h); with
-     * the LSE asked for, only from 24 rows: those cases run once without
-     * it (decode's driver, O checked) and once with it (either driver). */
+    /* Few query rows per kv-head run as decode (plan/fwd_route.h), on
+     * its wide path when the LSE is asked for (or from 16 rows), else its
+     * few-row kernels: those cases run once without the LSE (O checked)
+     * and once with it. */
     const int routes = tt_fwd_as_decode(c->sq, c->sk, c->hq, c->hkv) ? 2 : 1;
     for (int run = 0; run < n * routes; run++) {
         const int t = run % n, no_lse = routes == 2 && run < n;

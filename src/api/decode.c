@@ -27,7 +27,7 @@ static flashattn_status prepare(const flashattn_tensor *q, const flashattn_kv_ca
     if (!kern) return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "kernel path not available on this CPU");
     if ((s = fa_read_params(user, &p))) return s;
     if ((s = fa_validate_decode(q, cache, k_new, v_new, o, lse, &p, dp))) return s;
-    return fa_plan_decode(dp, &p, kern, 0, plan);
+    return fa_plan_decode(dp, &p, kern, 0, 0, plan);
 }
 
 flashattn_status fa_decode_workspace_size_ex(const flashattn_tensor *q,

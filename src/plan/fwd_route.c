@@ -25,9 +25,9 @@ int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const f
 
     flashattn_params q = *p;
     q.num_splits = 0;
-    *status = fa_plan_decode(dp, &q, kern, FA_FWD_DECODE_UNITS, plan);
-    /* With the LSE asked for, only decode's wide path, whose S is the
-     * forward driver's GEMM tile sum bit for bit (see the header). */
-    if (!*status && pb->lse && !plan->wide_piece) return 0;
+    /* The wide path from FA_FWD_WIDE_ROWS rows a kv-head, and whatever
+     * the rows when the LSE is asked for (see the header). */
+    const int wide = pb->lse != NULL || pb->seq_q * pb->group >= FA_FWD_WIDE_ROWS;
+    *status = fa_plan_decode(dp, &q, kern, FA_FWD_DECODE_UNITS, wide, plan);
     return 1;
 }

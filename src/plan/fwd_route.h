@@ -29,18 +29,32 @@
 #define FA_FWD_DECODE_ROWS_LONG 256
 #define FA_FWD_DECODE_KEYS_PER_ROW 8
 
+/* Rows per kv-head from which a forward run as decode takes decode's
+ * wide path (K and V widened piece by piece into the GEMM's panels) in
+ * place of its few-row kernels (gemm_nt, gemm_rows on the rows as they
+ * lie); decode's own calls switch at 24 rows. 8 heads, d 128, 4096 keys,
+ * medians of 21-31 alternating calls in one process, wide / few-row:
+ *   f32, 1 thread    seq_q 8: 0.99-1.12, 12: 0.84-0.92, 16: 0.86-0.92, 20-23: 0.60-0.68
+ *   f32, 2 threads   seq_q 8: 1.07, 12: 1.00, 20: 0.68
+ *   f16, 1 thread    seq_q 8: 1.36, 12: 1.14, 16: 0.86, 20: 0.83
+ *   32/8 heads, f32  seq_q 3 (12 rows): 0.96 / 0.96, 4 (16 rows): 0.80 / 0.85 (1 / 2 threads) */
+#define FA_FWD_WIDE_ROWS 16
+
 /* Whether sizes meet the rule above (group = heads_q / heads_kv). */
 int fa_fwd_few_rows(int64_t seq_q, int64_t seq_k, int64_t group);
 
 /* When pb (a validated forward problem with params p) runs as decode:
  * fills dp and plan and returns 1 (*status: the planning's); 0: the
  * forward driver runs it. User tiles (block_m, block_n) keep the
- * forward's driver, and so does a call that asks for the LSE when decode
- * would take its few-row path: the LSE is the backward's input, and the
- * backward recomputes S = Q K^T as the GEMM tile sums it (the forward
- * driver's, and decode's wide path's), where the few-row kernel (gemm_nt)
- * sums in another order; with scores of ~100 that difference showed in dV
- * (5e-5 against a 2.6e-5 bound in test_backward). The split count depends
+ * forward's driver. A call that asks for the LSE takes decode's wide path
+ * whatever the rows: the LSE is the backward's input, and the backward
+ * recomputes S = Q K^T as the GEMM tile sums it (the forward driver's,
+ * and the wide path's), where the few-row kernel (gemm_nt) sums in
+ * another order; with scores of ~100 that difference showed in dV (5e-5
+ * against a 2.6e-5 bound in test_backward). So below FA_FWD_WIDE_ROWS, o
+ * may differ in rounding between calls with and without lse. (Taking
+ * the wide path at seq_q 1 x 4096 keys, 8 heads: 13.6-14.8 ms on the
+ * forward driver -> 3.3-3.7 ms; without the LSE, 2.5.) The split count depends
  * on the sizes only, never on the thread count, so results stay
  * bit-identical whatever the threads (as the forward promises). */
 int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const fa_kernels *kern,

@@ -127,7 +127,8 @@ static int fixed_units(const fa_problem *pb, int units, fa_decode_plan *plan) {
 }
 
 flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_params *p,
-                                const fa_kernels *kern, int units, fa_decode_plan *plan) {
+                                const fa_kernels *kern, int units, int wide,
+                                fa_decode_plan *plan) {
     const fa_problem *pb = &dp->base;
     const size_t d = (size_t)pb->head_dim, dpad = (size_t)pb->head_dim_pad;
     const int64_t group = pb->group;
@@ -162,7 +163,7 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
                                           : even(pb->seq_q, FA_DECODE_ROWS / group < 1
                                                                 ? 1
                                                                 : FA_DECODE_ROWS / group);
-    plan->wide_piece = group * wide_q >= FA_DECODE_WIDE_ROWS ? kern->nr : 0;
+    plan->wide_piece = wide || group * wide_q >= FA_DECODE_WIDE_ROWS ? kern->nr : 0;
     if (plan->wide_piece && p->block_m <= 0) {
         /* Every query tile widens its kv-heads' cache again, so wide items
          * take as many rows as keep their Q, S and acc tiles within

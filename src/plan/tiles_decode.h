@@ -37,10 +37,13 @@ typedef struct fa_decode_plan {
  * automatic split count follows the thread count; units > 0: the work is
  * cut into about that many units whatever the thread count (splits first,
  * then smaller kv-head blocks), so that results do not depend on it (a
- * forward run as decode, plan/fwd_route.h). Returns BAD_TILE for block
+ * forward run as decode, plan/fwd_route.h). wide = 1 takes the wide
+ * path whatever the rows (a forward that returns the LSE: its S must be
+ * the GEMM tile's sum, fwd_route.h). Returns BAD_TILE for block
  * sizes out of range, OVERFLOW when the workspace size does not fit in
  * size_t. */
 flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_params *p,
-                                const fa_kernels *kern, int units, fa_decode_plan *plan);
+                                const fa_kernels *kern, int units, int wide,
+                                fa_decode_plan *plan);
 
 #endif

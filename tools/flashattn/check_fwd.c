@@ -188,9 +188,9 @@ static int run_case(const fwd_case *c, uint64_t data_seed, const check_opts *o, 
         const double scale = fa_max_abs(ref, on);
         r.bound = bound;
         r.lse_bound = (c->dt == FLASHATTN_F32 ? 1e-5 : 1e-4) * fmax(1.0, c->sigma * c->sigma);
-        /* Sizes that run as decode without the LSE (plan/fwd_route.h) are
-         * checked both ways: with the LSE (the forward driver, or decode
-         * from 24 rows a kv-head), and without (decode's driver, O alone). */
+        /* Sizes that run as decode (plan/fwd_route.h) are checked both
+         * ways: with the LSE (decode's wide path) and without it (below 16
+         * rows a kv-head, decode's few-row kernels; O alone). */
         const int routes = fa_fwd_few_rows(c->sq, c->sk, c->hkv ? c->hq / c->hkv : 1) ? 2 : 1;
         for (int run = 0; run < o->n_isas * routes; run++) {
             const int t = run % o->n_isas, no_lse = run >= o->n_isas;

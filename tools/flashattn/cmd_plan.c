@@ -227,7 +227,7 @@ static int plan_cpu(const plan_opts *o) {
     char from[192];
     snprintf(from, sizeof from, "block_m from %s, block_n from %s%s", plan.source_m, plan.source_n,
              !p.block_m && !p.block_n && fa_fwd_few_rows(pb.seq_q, pb.seq_k, pb.group)
-                 ? "; these sizes run as decode instead, with lse from 24 rows a kv-head: plan/fwd_route.h"
+                 ? "; these sizes run as decode instead: plan/fwd_route.h"
                  : "");
     r.tiles_from = from;
     r.tile_cap = (double)(cc->l2_bytes > 0 ? cc->l2_bytes : FA_TILE_DEFAULT_L2);
