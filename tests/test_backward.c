@@ -29,6 +29,7 @@
 #include "api/backward.h"
 #include "api/forward.h"
 #include "api/validate.h"
+#include "plan/tiles_bwd.h"
 #include "reference/attn_bwd_f64.h"
 #include "reference/attn_bwd_std_f32.h"
 #include "reference/attn_f64.h"
@@ -202,6 +203,35 @@ static void sweep(void) {
         if ((double)c.b * c.hq * c.sq * c.sk * c.d > 2e7) c.b = 1, c.hq = c.hkv = 1;
         if (c.sq * c.sk * c.d > (int64_t)700 * 700 * 64) c.d = 64;
         run_case(&c, 7000 + (uint64_t)i);
+    }
+}
+
+/* dK and dV big enough to be written around the caches (plan.stream_dkv,
+ * kern->store_stream): few queries against many keys, every dtype, rows
+ * that start on a cache line and rows that do not (padded layout, d 80). */
+static void streamed_stores(void) {
+    static const bwd_case cases[] = {
+        {1, 3, 4100, 4, 2, 128, 0, 0, 0, -1, -1, FLASHATTN_F32, 2, 1.0},
+        {1, 2, 4100, 2, 2, 80, 1, 0, 1, -1, -1, FLASHATTN_BF16, 0, 1.0},
+        {1, 5, 4100, 2, 2, 128, 0, 0, 0, 300, -1, FLASHATTN_F16, 1, 1.0},
+        {1, 4, 2100, 4, 4, 64, 1, 1, 0, -1, -1, FLASHATTN_F32, 0, 1.0},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const bwd_case *c = &cases[ci];
+        /* the plan must stream these, or this tests nothing new */
+        tt_tensor q = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0);
+        tt_tensor k = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 1, 0);
+        flashattn_params p = flashattn_params_default(), rp;
+        fa_problem pb;
+        fa_bwd_plan plan;
+        const fa_kernels *isas[8];
+        tt_isas(isas, 8);
+        TT_CHECK(fa_read_params(&p, &rp) == FLASHATTN_OK &&
+                     fa_validate_fwd(&q.t, &k.t, &k.t, &q.t, NULL, &rp, &pb) == FLASHATTN_OK &&
+                     fa_plan_bwd(&pb, c->dt, &rp, isas[0], &plan) == FLASHATTN_OK && plan.stream_dkv,
+                 "streamed case %zu: the plan does not stream dK and dV", ci);
+        tt_free(&q), tt_free(&k);
+        run_case(c, 9100 + ci);
     }
 }
 
@@ -488,5 +518,6 @@ int main(void) {
     errors();
     determinism();
     sweep();
+    streamed_stores();
     return tt_finish("test_backward");
 }

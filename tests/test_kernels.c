@@ -395,22 +395,34 @@ static void load_case(const fa_kernels *kn, flashattn_dtype dt, const void *src,
     free(want);
 }
 
-static void store_case(const fa_kernels *kn, flashattn_dtype dt, const float *src, int64_t n,
-                       float mul, const char *what) {
-    const size_t es = dt_size(dt), bytes = (size_t)(n + 8) * es;
-    unsigned char *got = malloc(bytes), *want = malloc(bytes);
-    memset(got, 0xa5, bytes);
+/* store, and store_stream (the same bytes), into a 64-byte aligned buffer
+ * at element offset off: guard elements on both sides must stay as they
+ * were. */
+static void store_case_at(const fa_kernels *kn, flashattn_dtype dt, const float *src, int64_t n,
+                          float mul, int off, const char *what) {
+    const size_t es = dt_size(dt), bytes = ((size_t)(n + off + 8) * es + 63) / 64 * 64;
+    unsigned char *got = aligned_alloc(64, bytes), *want = aligned_alloc(64, bytes);
     memset(want, 0xa5, bytes);
-    fa_store_ref(want, dt, src, n, mul);
-    kn->store(got, dt, src, n, mul);
-    int64_t d = first_diff(got, want, n + 8, es);
-    uint32_t g = 0, w = 0;
-    if (d >= 0) memcpy(&g, got + d * es, es), memcpy(&w, want + d * es, es);
-    TT_CHECK(d < 0, "[%s] store %s %s n=%lld mul=%a: element %lld (input 0x%08x) = 0x%x, reference 0x%x",
-             kn->isa, dt_names[dt], what, (long long)n, mul, (long long)d,
-             d >= 0 && d < n ? fa_f32_bits(src[d]) : 0u, g, w);
+    fa_store_ref(want + off * es, dt, src, n, mul);
+    for (int stream = 0; stream < 2; stream++) {
+        memset(got, 0xa5, bytes);
+        (stream ? kn->store_stream : kn->store)(got + off * es, dt, src, n, mul);
+        if (stream && kn->store_fence) kn->store_fence();
+        int64_t d = first_diff(got, want, n + off + 8, es);
+        uint32_t g = 0, w = 0;
+        if (d >= 0) memcpy(&g, got + d * es, es), memcpy(&w, want + d * es, es);
+        d -= off; /* element of the row; negative: a guard before it */
+        TT_CHECK(d < -off, "[%s] %s %s %s n=%lld mul=%a at +%d: element %lld (input 0x%08x) = 0x%x, reference 0x%x",
+                 kn->isa, stream ? "store_stream" : "store", dt_names[dt], what, (long long)n, mul,
+                 off, (long long)d, d >= 0 && d < n ? fa_f32_bits(src[d]) : 0u, g, w);
+    }
     free(got);
     free(want);
+}
+
+static void store_case(const fa_kernels *kn, flashattn_dtype dt, const float *src, int64_t n,
+                       float mul, const char *what) {
+    store_case_at(kn, dt, src, n, mul, 0, what);
 }
 
 static void test_convert(const fa_kernels *kn, uint64_t *rng) {
@@ -454,6 +466,14 @@ static void test_convert(const fa_kernels *kn, uint64_t *rng) {
                 load_case(kn, (flashattn_dtype)dt, dt == FLASHATTN_F32 ? (const void *)(f + off) : (const void *)(h + 30000 + off), n, 0.5f, "tail");
                 store_case(kn, (flashattn_dtype)dt, s + 1001 + off, n, 1.0f, "tail");
             }
+    /* Every start within a cache line (store_stream streams whole lines
+     * between a head and a tail stored plainly), lengths around a line
+     * and across several. */
+    static const int64_t lens[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 96, 127, 128, 129, 200, 1000};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (int off = 0; off < 33; off++)
+            for (int dt = 0; dt < 3; dt++)
+                store_case_at(kn, (flashattn_dtype)dt, s + 3000, lens[li], 0.5f, off, "line starts");
     free(h);
     free(f);
     free(s);

@@ -82,6 +82,21 @@ typedef struct fa_kernels {
     /* dst[i] = round_to_dtype(src[i] * mul), round to nearest even. */
     void (*store)(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
 
+    /* store's bytes, bit for bit, but the whole cache lines of dst it
+     * covers may be written around the caches (non-temporal stores): for
+     * outputs far larger than the caches that the call does not read
+     * again (the backward's dK and dV), where a plain store first reads
+     * each line in (twice the memory traffic) and evicts the inputs. The
+     * rest of the row (unaligned ends, a dst not aligned to its element
+     * size) is stored as store does. Such writes are ordered only by
+     * store_fence, which whoever calls this calls before the thread's
+     * results are used (the drivers: at the end of every work item). */
+    void (*store_stream)(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+
+    /* Orders this thread's store_stream writes before its later stores;
+     * NULL when store_stream never writes around the caches. */
+    void (*store_fence)(void);
+
     /* C[m x n] = A[m x k] . B^T, B given as n rows of k elements of dtype
      * bt (row stride ldb elements): decode's S = Q K^T straight from the
      * cache's K rows, with no [k][nr] panel to pack and no f32 copy (f16

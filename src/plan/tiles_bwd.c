@@ -41,6 +41,16 @@
 #define FA_BWD_L2_SHARE_DEN 4
 #define FA_BWD_L2_DEFAULT ((int64_t)1 << 20)
 #define FA_BWD_MAX_KEYS 360
+/* dK and dV elements (both together) from which they are written around
+ * the caches (kern->store_stream): 4 MiB of f32. Few queries against many
+ * keys make the backward a stream of K, V in and dK, dV out, where plain
+ * stores read every line before writing it and push K and V out of the
+ * caches. 8 heads, d 128, f32, seq_q 1, one thread, medians of 30-60
+ * alternating calls, streamed / plain: seq_k 512 (4 MiB) 2.49 / 3.04 ms,
+ * 1024 3.93 / 4.91, 2048 7.58 / 9.40, 4096 21.9 / 26.3 (2 threads 12.6 /
+ * 15.0). Long query ranges write dK and dV once after much work: no
+ * difference there. */
+#define FA_BWD_STREAM_ELEMS ((int64_t)1 << 20)
 
 static size_t r16(size_t x) { return (x + FA_ALIGN_FLOATS - 1) / FA_ALIGN_FLOATS * FA_ALIGN_FLOATS; }
 
@@ -169,6 +179,8 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
                      dout_dtype == FLASHATTN_BF16;
     plan->t_cols = 0;
     if (plan->bf16_dot) plan->t_cols = off, off += 2 * r16(bm_);
+    /* (products of validated sizes: heads_kv * head_dim and seq_k fit) */
+    plan->stream_dkv = 2 * pb->batch * pb->seq_k * pb->heads_kv * pb->head_dim >= FA_BWD_STREAM_ELEMS;
     plan->thread_floats = off;
 
     const int64_t groups = pb->batch * pb->heads_kv;

@@ -30,6 +30,9 @@ typedef struct fa_bwd_plan {
      * three products on gemm (driver/bwd_block.c says why). The pairs fit
      * in the f32 layouts' room; t_cols is added. */
     int bf16_dot;
+    /* dK and dV rows are written with store_stream (around the caches):
+     * see FA_BWD_STREAM_ELEMS in tiles_bwd.c */
+    int stream_dkv;
     int64_t qblocks, kvblocks;
     int64_t groups_per_pass;
 

@@ -17,6 +17,8 @@ void fa_load_avx2(float *dst, const void *src, flashattn_dtype dt, int64_t n, fl
 void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                        int rows, int64_t cols);
 void fa_store_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+void fa_store_stream_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+void fa_store_fence_avx2(void);
 void fa_gemm_nt_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                      flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf);
 void fa_gemm_rows_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,

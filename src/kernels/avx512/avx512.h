@@ -8,7 +8,8 @@
 #define FA_AVX512_ENTRIES                                                                         \
     .mr = FA_AVX512_MR, .nr = FA_AVX512_NR, .gemm = fa_gemm_avx512, .row_max = fa_row_max_avx512,  \
     .exp2_sum = fa_exp2_sum_avx512, .scale = fa_scale_avx512, .load = fa_load_avx512,              \
-    .store = fa_store_avx512, .gemm_nt = fa_gemm_nt_avx512, .gemm_rows = fa_gemm_rows_avx512,      \
+    .store = fa_store_avx512, .store_stream = fa_store_stream_avx512,                              \
+    .store_fence = fa_store_fence_avx512, .gemm_nt = fa_gemm_nt_avx512, .gemm_rows = fa_gemm_rows_avx512,      \
     .transpose = fa_transpose_avx512
 
 /* GEMM register tile; gemm_avx512.c explains the choice. */
@@ -24,6 +25,8 @@ void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, 
 void fa_transpose_avx512(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                          int rows, int64_t cols);
 void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+void fa_store_stream_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+void fa_store_fence_avx512(void);
 void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                        flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf);
 void fa_gemm_rows_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,

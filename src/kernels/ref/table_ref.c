@@ -11,6 +11,7 @@ const fa_kernels fa_kernels_scalar = {
     .scale = fa_scale_ref,
     .load = fa_load_ref,
     .store = fa_store_ref,
+    .store_stream = fa_store_ref, /* portable C has no non-temporal store */
     .gemm_nt = fa_gemm_nt_ref,
     .gemm_rows = fa_gemm_rows_ref,
     .transpose = fa_transpose_ref,
