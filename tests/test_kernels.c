@@ -90,6 +90,7 @@ static void gemm_case(const fa_kernels *kn, int m, int n, int64_t k, int odd, in
 
 static void test_gemm(const fa_kernels *kn, uint64_t *rng) {
     static const int64_t ks[] = {0, 1, 2, 3, 7, 16, 17, 64, 255, 256};
+    TT_CHECK(kn->mr >= 1 && kn->mr <= FA_MAX_MR, "[%s] MR %d: must be 1..%d", kn->isa, kn->mr, FA_MAX_MR);
     TT_CHECK(kn->mr >= 1 && kn->nr >= FA_COL_ALIGN && kn->nr % FA_COL_ALIGN == 0,
              "[%s] tile %d x %d: NR must be a positive multiple of %d", kn->isa, kn->mr, kn->nr,
              FA_COL_ALIGN);

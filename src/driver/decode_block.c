@@ -207,10 +207,17 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
 
         /* Only steps that cut some row's visible range need the mask. */
         const int full = fa_key_lo(pb, i1 - 1) <= j0 && fa_key_end(pb, i0) >= j0 + n;
-        for (int r = 0; r < m; r++) {
-            const int64_t i = i0 + r % mh / g;
-            fa_softmax_row(kern, s + r * sld, j0, n, !full, fa_key_lo(pb, i), fa_key_end(pb, i),
-                           &mx[r], &ls[r], acc + r * dpad, d, first);
+        for (int r0 = 0; r0 < m; r0 += FA_MAX_MR) {
+            const int r1 = m - r0 < FA_MAX_MR ? m : r0 + FA_MAX_MR;
+            float bmax[FA_MAX_MR];
+            for (int r = r0; r < r1; r++) {
+                const int64_t i = i0 + r % mh / g;
+                bmax[r - r0] = fa_softmax_row_max(kern, s + r * sld, j0, n, !full, fa_key_lo(pb, i),
+                                                  fa_key_end(pb, i));
+            }
+            for (int r = r0; r < r1; r++)
+                fa_softmax_row_exp(kern, s + r * sld, n, bmax[r - r0], &mx[r], &ls[r],
+                                   acc + r * dpad, d, first);
         }
 
         /* acc (+)= P V per head, in the same pieces; the first step

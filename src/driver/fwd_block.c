@@ -118,9 +118,13 @@ static inline __attribute__((always_inline)) void block(const fa_problem *pb,
             if (!ncols) continue;
             /* Only blocks that cut some row's visible range need the mask. */
             const int full = fa_key_lo(pb, i0 + r0 + mm - 1) <= j0 && fa_key_end(pb, i0 + r0) >= j0 + ncols;
+            float bmax[FA_MAX_MR];
+            for (int r = r0; r < r0 + mm; r++)
+                bmax[r - r0] = fa_softmax_row_max(kern, st + r * bn, j0, ncols, !full,
+                                                  fa_key_lo(pb, i0 + r), fa_key_end(pb, i0 + r));
             for (int r = r0; r < r0 + mm; r++) {
-                fa_softmax_row(kern, st + r * bn, j0, ncols, !full, fa_key_lo(pb, i0 + r),
-                               fa_key_end(pb, i0 + r), &mx[r], &ls[r], acc + r * dp, dp, first[s]);
+                fa_softmax_row_exp(kern, st + r * bn, ncols, bmax[r - r0], &mx[r], &ls[r],
+                                   acc + r * dp, dp, first[s]);
                 if (dot) {
                     /* an odd count (the last keys) gets a zero partner */
                     kern->store(p16 + r * bn, FLASHATTN_BF16, st + r * bn, ncols, 1.0f);

@@ -43,6 +43,10 @@ static inline __attribute__((always_inline)) void fa_prefetch(const void *p, int
     __builtin_prefetch((const void *)((uintptr_t)p + (uintptr_t)off), 0, 3);
 }
 
+/* No table's mr exceeds it (drivers size per-strip arrays by it;
+ * tests/test_kernels.c checks). */
+#define FA_MAX_MR 16
+
 /* Widths the driver pads to: n of every GEMM call is a multiple of it. */
 #define FA_COL_ALIGN 16
 
