@@ -97,6 +97,16 @@ static void split_range(int64_t lo, int64_t end, int split, int splits, int64_t 
     *j_end = a + per < end ? a + per : end;
 }
 
+/* Rows of strip s when mh rows are cut into the fewest strips of at most
+ * mr rows, as even as possible: 16 rows as 8 + 8, not 12 + 4, whose
+ * 4-row tile leaves the FMA ports half idle (4 chains of a 4-cycle FMA
+ * when the piece has 16 keys). Each row's result does not depend on its
+ * strip (kernels.h). */
+static int strip_rows(int mh, int mr, int s) {
+    const int strips = (mh + mr - 1) / mr;
+    return mh / strips + (s < mh % strips);
+}
+
 /* Wide path, S = Q K^T for one kv-head's mh rows and len <= NR keys:
  * the keys widened once into a [d][NR] panel, then the GEMM's MR x NR
  * broadcast tiles. Columns are computed in whole multiples of 16 (the
@@ -110,9 +120,10 @@ static void wide_qk(const fa_kernels *kern, int mh, int len, int64_t d, const fl
     if (w > len)
         for (int64_t c = 0; c < d; c++)
             memset(wk + c * nr + len, 0, (size_t)(w - len) * sizeof(float));
-    for (int r = 0; r < mh; r += kern->mr)
-        kern->gemm(mh - r < kern->mr ? mh - r : kern->mr, w, d, q + r * d, d, wk, nr, s + r * sld,
-                   sld, 0);
+    for (int r = 0, t = 0, rows; r < mh; r += rows, t++) {
+        rows = strip_rows(mh, kern->mr, t);
+        kern->gemm(rows, w, d, q + r * d, d, wk, nr, s + r * sld, sld, 0);
+    }
 }
 
 /* Wide path, acc (+)= P V for one kv-head's mh rows and len keys: the V
@@ -128,9 +139,11 @@ static void wide_pv(const fa_kernels *kern, int mh, int len, int64_t d, int64_t 
         /* f32 rows with no padding are already the GEMM's B rows: no copy */
         for (int64_t c = 0; c < d; c += kern->nr) {
             const int w = (int)(d - c < kern->nr ? d - c : kern->nr);
-            for (int r = 0; r < mh; r += kern->mr)
-                kern->gemm(mh - r < kern->mr ? mh - r : kern->mr, w, len, p + r * sld, sld,
-                           (const float *)vrow + c, lds, acc + r * dpad + c, dpad, accumulate);
+            for (int r = 0, t = 0, rows; r < mh; r += rows, t++) {
+                rows = strip_rows(mh, kern->mr, t);
+                kern->gemm(rows, w, len, p + r * sld, sld, (const float *)vrow + c, lds,
+                           acc + r * dpad + c, dpad, accumulate);
+            }
         }
         return;
     }
@@ -140,9 +153,11 @@ static void wide_pv(const fa_kernels *kern, int mh, int len, int64_t d, int64_t 
     }
     for (int64_t c = 0; c < dpad; c += kern->nr) {
         const int w = (int)(dpad - c < kern->nr ? dpad - c : kern->nr);
-        for (int r = 0; r < mh; r += kern->mr)
-            kern->gemm(mh - r < kern->mr ? mh - r : kern->mr, w, len, p + r * sld, sld, wv + c,
-                       dpad, acc + r * dpad + c, dpad, accumulate);
+        for (int r = 0, t = 0, rows; r < mh; r += rows, t++) {
+            rows = strip_rows(mh, kern->mr, t);
+            kern->gemm(rows, w, len, p + r * sld, sld, wv + c, dpad, acc + r * dpad + c, dpad,
+                       accumulate);
+        }
     }
 }
 
