@@ -32,7 +32,7 @@
 /* Rows per kv-head from which a forward run as decode takes decode's
  * wide path (K and V widened piece by piece into the GEMM's panels) in
  * place of its few-row kernels (gemm_nt, gemm_rows on the rows as they
- * lie); decode's own calls switch at 24 rows. 8 heads, d 128, 4096 keys,
+ * lie); decode's own calls switch at 20 rows. 8 heads, d 128, 4096 keys,
  * medians of 21-31 alternating calls in one process, wide / few-row:
  *   f32, 1 thread    seq_q 8: 0.99-1.12, 12: 0.84-0.92, 16: 0.86-0.92, 20-23: 0.60-0.68
  *   f32, 2 threads   seq_q 8: 1.07, 12: 1.00, 20: 0.68

@@ -51,7 +51,11 @@
 #define FA_DECODE_SPLIT_KEYS 512         /* fewest keys of capacity per split */
 #define FA_DECODE_UNITS 8                /* work units a thread, when splitting */
 #define FA_DECODE_PART_BYTES (8u << 20)  /* partial results of all splits, at most */
-#define FA_DECODE_WIDE_ROWS 24           /* rows per kv-head from which items take the wide path */
+/* Rows per kv-head from which items take the wide path. f16 cache of
+ * 32768 keys, heads 32/8, 2 threads, three alternating runs of `bench
+ * --decode --seq-q S`, wide / few-row: 16 rows (S 4) 16.9-21.7 against
+ * 16.4-19.5 ms, 20 rows (S 5) 19.2-22.6 against 25.4-29.5 ms. */
+#define FA_DECODE_WIDE_ROWS 20
 /* Wide items' Q, S and acc tiles: 585 rows at d = 128, about 60% of this
  * CPU's 1.25 MiB L2. Against the former 128 rows (f16 cache, kv 8192,
  * 32/8 heads, 2 threads, medians of 5 calls in two alternating runs of
