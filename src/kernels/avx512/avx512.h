@@ -9,8 +9,8 @@
     .mr = FA_AVX512_MR, .nr = FA_AVX512_NR, .gemm = fa_gemm_avx512, .row_max = fa_row_max_avx512,  \
     .exp2_sum = fa_exp2_sum_avx512, .scale = fa_scale_avx512, .load = fa_load_avx512,              \
     .store = fa_store_avx512, .store_stream = fa_store_stream_avx512,                              \
-    .store_fence = fa_store_fence_avx512, .gemm_nt = fa_gemm_nt_avx512, .gemm_rows = fa_gemm_rows_avx512,      \
-    .transpose = fa_transpose_avx512
+    .store_fence = fa_store_fence_avx512, .gemm_nt = fa_gemm_nt_avx512,                            \
+    .gemm_rows = fa_gemm_rows_avx512, .transpose = fa_transpose_avx512
 
 /* GEMM register tile; gemm_avx512.c explains the choice. */
 #define FA_AVX512_MR 12
