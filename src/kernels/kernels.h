@@ -43,6 +43,25 @@ static inline __attribute__((always_inline)) void fa_prefetch(const void *p, int
     __builtin_prefetch((const void *)((uintptr_t)p + (uintptr_t)off), 0, 3);
 }
 
+/* A store_stream built from an ISA's plain store and its streaming loop
+ * `body` (whole line-byte chunks at a line-aligned dst): the row is cut
+ * into a head stored plainly up to the first line boundary, the chunks,
+ * and the rest stored plainly. A dst not aligned to its element size
+ * streams nothing. */
+typedef void (*fa_store_fn)(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
+static inline void fa_store_stream_with(fa_store_fn plain, fa_store_fn body, int64_t line,
+                                        void *dst, flashattn_dtype dt, const float *src,
+                                        int64_t n, float mul) {
+    const int64_t es = fa_dtype_bytes(dt), at = (int64_t)((uintptr_t)dst % (uintptr_t)line);
+    int64_t head = at % es ? n : (line - at) % line / es;
+    if (head > n) head = n;
+    const int64_t chunks = (n - head) / (line / es) * (line / es);
+    char *d = (char *)dst + head * es;
+    plain(dst, dt, src, head, mul);
+    body(d, dt, src + head, chunks, mul);
+    plain(d + chunks * es, dt, src + head + chunks, n - head - chunks, mul);
+}
+
 /* No table's mr exceeds it (drivers size per-strip arrays by it;
  * tests/test_kernels.c checks). */
 #define FA_MAX_MR 16

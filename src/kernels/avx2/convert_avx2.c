@@ -103,31 +103,28 @@ void fa_store_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, f
     }
 }
 
-/* Whole 32-byte halves of lines with VMOVNTPS (f32) or VMOVNTDQ (two
- * narrowed vectors of 8 halves); the unaligned ends through fa_store_avx2. */
-void fa_store_stream_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
-    const int64_t es = fa_dtype_bytes(dt), per = 32 / es;
-    const uintptr_t at = (uintptr_t)dst;
-    int64_t head = at % (uintptr_t)es ? n : (int64_t)((32 - at % 32) % 32) / es;
-    if (head > n) head = n;
-    const int64_t body = (n - head) / per * per;
-    fa_store_avx2(dst, dt, src, head, mul);
-    char *d = (char *)dst + head * es;
-    const float *s = src + head;
+/* Whole 32-byte halves of lines at a 32-byte aligned d (n a multiple of
+ * their elements) with VMOVNTPS (f32) or VMOVNTDQ (two narrowed vectors
+ * of 8 halves). */
+static void stream_halves(void *d, flashattn_dtype dt, const float *s, int64_t n, float mul) {
     const __m256 vm = _mm256_set1_ps(mul);
-    for (int64_t i = 0; i < body; i += per) {
-        if (dt == FLASHATTN_F32) {
+    if (dt == FLASHATTN_F32) {
+        for (int64_t i = 0; i < n; i += 8)
             _mm256_stream_ps((float *)d + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), vm));
-        } else {
-            const __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(s + i), vm);
-            const __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(s + i + 8), vm);
-            const int bf16 = dt == FLASHATTN_BF16;
-            const __m128i lo = bf16 ? f32_to_bf16(x0) : f32_to_f16(x0);
-            const __m128i hi = bf16 ? f32_to_bf16(x1) : f32_to_f16(x1);
-            _mm256_stream_si256((__m256i *)((uint16_t *)d + i), _mm256_set_m128i(hi, lo));
-        }
+        return;
     }
-    fa_store_avx2(d + body * es, dt, s + body, n - head - body, mul);
+    const int bf16 = dt == FLASHATTN_BF16;
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(s + i), vm);
+        const __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(s + i + 8), vm);
+        const __m128i lo = bf16 ? f32_to_bf16(x0) : f32_to_f16(x0);
+        const __m128i hi = bf16 ? f32_to_bf16(x1) : f32_to_f16(x1);
+        _mm256_stream_si256((__m256i *)((uint16_t *)d + i), _mm256_set_m128i(hi, lo));
+    }
+}
+
+void fa_store_stream_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
+    fa_store_stream_with(fa_store_avx2, stream_halves, 32, dst, dt, src, n, mul);
 }
 
 void fa_store_fence_avx2(void) { _mm_sfence(); }

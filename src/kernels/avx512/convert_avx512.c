@@ -119,31 +119,27 @@ void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n,
     }
 }
 
-/* Whole 64-byte lines with VMOVNTPS (f32) or VMOVNTDQ (two narrowed
- * vectors of 16 halves); the unaligned ends through fa_store_avx512. */
-void fa_store_stream_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
-    const int64_t es = fa_dtype_bytes(dt), per = 64 / es;
-    const uintptr_t at = (uintptr_t)dst;
-    int64_t head = at % (uintptr_t)es ? n : (int64_t)((64 - at % 64) % 64) / es;
-    if (head > n) head = n;
-    const int64_t body = (n - head) / per * per;
-    fa_store_avx512(dst, dt, src, head, mul);
-    char *d = (char *)dst + head * es;
-    const float *s = src + head;
+/* Whole 64-byte lines at a line-aligned d (n a multiple of a line's
+ * elements) with VMOVNTPS (f32) or VMOVNTDQ (two narrowed vectors of 16
+ * halves). */
+static void stream_lines(void *d, flashattn_dtype dt, const float *s, int64_t n, float mul) {
     const __m512 vm = _mm512_set1_ps(mul);
     if (dt == FLASHATTN_F32) {
-        for (int64_t i = 0; i < body; i += 16)
+        for (int64_t i = 0; i < n; i += 16)
             _mm512_stream_ps((float *)d + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), vm));
-    } else {
-        const int bf16 = dt == FLASHATTN_BF16;
-        for (int64_t i = 0; i < body; i += 32) {
-            const __m256i lo = narrow_half(_mm512_mul_ps(_mm512_loadu_ps(s + i), vm), bf16);
-            const __m256i hi = narrow_half(_mm512_mul_ps(_mm512_loadu_ps(s + i + 16), vm), bf16);
-            _mm512_stream_si512((void *)((uint16_t *)d + i),
-                                _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
-        }
+        return;
     }
-    fa_store_avx512(d + body * es, dt, s + body, n - head - body, mul);
+    const int bf16 = dt == FLASHATTN_BF16;
+    for (int64_t i = 0; i < n; i += 32) {
+        const __m256i lo = narrow_half(_mm512_mul_ps(_mm512_loadu_ps(s + i), vm), bf16);
+        const __m256i hi = narrow_half(_mm512_mul_ps(_mm512_loadu_ps(s + i + 16), vm), bf16);
+        _mm512_stream_si512((void *)((uint16_t *)d + i),
+                            _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+    }
+}
+
+void fa_store_stream_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
+    fa_store_stream_with(fa_store_avx512, stream_lines, 64, dst, dt, src, n, mul);
 }
 
 void fa_store_fence_avx512(void) { _mm_sfence(); }
