@@ -135,33 +135,26 @@ static void wide_pv(const fa_kernels *kern, int mh, int len, int64_t d, int64_t 
                     const float *p, int64_t sld, const char *vrow, flashattn_dtype dt,
                     int64_t lds, float *wv, float *acc, int accumulate) {
     const int64_t es = dt == FLASHATTN_F32 ? 4 : 2;
-    if (dt == FLASHATTN_F32 && dpad == d && mh <= 2 * kern->mr) {
-        /* f32 rows with no padding are already the GEMM's B rows: read in
-         * place by up to two strips, not copied. The copy is contiguous
-         * and stays in L1, where rows a head's stride apart (4 KiB at 8 x
-         * 128) fall into a few cache sets, so more strips re-read them
-         * from L2. 8 heads, 4096 keys, one thread, in place / copied:
-         * 16 rows 0.97, 24 rows 0.95, 32 rows 0.99, 40 1.04, 64 1.02, 200
-         * 1.07. */
-        for (int64_t c = 0; c < d; c += kern->nr) {
-            const int w = (int)(d - c < kern->nr ? d - c : kern->nr);
-            for (int r = 0, t = 0, rows; r < mh; r += rows, t++) {
-                rows = strip_rows(mh, kern->mr, t);
-                kern->gemm(rows, w, len, p + r * sld, sld, (const float *)vrow + c, lds,
-                           acc + r * dpad + c, dpad, accumulate);
-            }
+    /* f32 rows with no padding are already the GEMM's B rows: read in
+     * place by up to two strips, not copied. The copy is contiguous and
+     * stays in L1, where rows a head's stride apart (4 KiB at 8 x 128)
+     * fall into a few cache sets, so more strips re-read them from L2.
+     * 8 heads, 4096 keys, one thread, in place / copied: 16 rows 0.97,
+     * 24 rows 0.95, 32 rows 0.99, 40 1.04, 64 1.02, 200 1.07. */
+    const float *b = (const float *)vrow;
+    int64_t ldb = lds;
+    if (!(dt == FLASHATTN_F32 && dpad == d && mh <= 2 * kern->mr)) {
+        for (int t = 0; t < len; t++) {
+            kern->load(wv + t * dpad, vrow + t * lds * es, dt, d, 1.0f);
+            if (dpad > d) memset(wv + t * dpad + d, 0, (size_t)(dpad - d) * sizeof(float));
         }
-        return;
-    }
-    for (int t = 0; t < len; t++) {
-        kern->load(wv + t * dpad, vrow + t * lds * es, dt, d, 1.0f);
-        if (dpad > d) memset(wv + t * dpad + d, 0, (size_t)(dpad - d) * sizeof(float));
+        b = wv, ldb = dpad;
     }
     for (int64_t c = 0; c < dpad; c += kern->nr) {
         const int w = (int)(dpad - c < kern->nr ? dpad - c : kern->nr);
         for (int r = 0, t = 0, rows; r < mh; r += rows, t++) {
             rows = strip_rows(mh, kern->mr, t);
-            kern->gemm(rows, w, len, p + r * sld, sld, wv + c, dpad, acc + r * dpad + c, dpad,
+            kern->gemm(rows, w, len, p + r * sld, sld, b + c, ldb, acc + r * dpad + c, dpad,
                        accumulate);
         }
     }
