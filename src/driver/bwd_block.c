@@ -263,8 +263,7 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
         }
     if (plan->bf16_dot && kern->gemm_bf16_done) kern->gemm_bf16_done();
 
-    void (*const store)(void *, flashattn_dtype, const float *, int64_t, float) =
-        plan->stream_dkv ? kern->store_stream : kern->store;
+    const fa_store_fn store = plan->stream_dkv ? kern->store_stream : kern->store;
     for (int r = 0; r < keys; r++) {
         store((void *)fa_row_ptr(pb->dk, b, j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);
         store((void *)fa_row_ptr(pb->dv, b, j0 + r, hk), pb->dv->dtype, t.dv + r * dp, d, 1.0f);
