@@ -19,6 +19,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "kernels/ref/half.h"
 #include "kernels/ref/ref.h"
@@ -522,6 +524,38 @@ static void test_transpose(const fa_kernels *kn, uint64_t *rng) {
     free(h);
 }
 
+/* The transposing copy reads nothing past a row's last element: the
+ * source's last row ends where an unreadable page starts, so a partial
+ * block read as a whole one faults. Sizes cut blocks of 8 and 16 in both
+ * directions; rows are contiguous (lds = cols), as packed K and V are. */
+static void test_transpose_page_end(const fa_kernels *kn) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *map = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    TT_CHECK(map != MAP_FAILED && mprotect(map + page, page, PROT_NONE) == 0,
+             "[%s] transpose page end: no guard page", kn->isa);
+    if (map == MAP_FAILED) return;
+    static const int rowsv[] = {1, 5, 9, 16, 21, 24};
+    static const int64_t colsv[] = {1, 3, 7, 17, 33, 40};
+    float *x = alloc_floats(40 * 24), *y = alloc_floats(40 * 24);
+    for (size_t r = 0; r < sizeof rowsv / sizeof rowsv[0]; r++)
+        for (size_t c = 0; c < sizeof colsv / sizeof colsv[0]; c++)
+            for (int dt = 0; dt < 3; dt++) {
+                const int rows = rowsv[r];
+                const int64_t cols = colsv[c], es = dt == FLASHATTN_F32 ? 4 : 2;
+                char *src = map + page - (size_t)(rows * cols * es);
+                for (int64_t i = 0; i < rows * cols * es; i++) src[i] = (char)(i * 37 + 11);
+                for (int64_t i = 0; i < 40 * 24; i++) x[i] = y[i] = 0.0f;
+                fa_transpose_ref(y, rows, src, cols, (flashattn_dtype)dt, rows, cols);
+                kn->transpose(x, rows, src, cols, (flashattn_dtype)dt, rows, cols);
+                TT_CHECK(first_diff(x, y, 40 * 24, sizeof(float)) < 0,
+                         "[%s] transpose at a page end %s rows=%d cols=%lld: differs", kn->isa,
+                         dt_names[dt], rows, (long long)cols);
+            }
+    free(x);
+    free(y);
+    munmap(map, 2 * page);
+}
+
 int main(void) {
     const fa_kernels *tables[4];
     int nt = tt_isas(tables, 4), tested = 0;
@@ -541,6 +575,7 @@ int main(void) {
         test_exp2_dense(kn);
         test_convert(kn, &rng);
         test_transpose(kn, &rng);
+        test_transpose_page_end(kn);
         tested++;
     }
     if (!tested) printf("no SIMD kernel table on this CPU or in this build: nothing to compare\n");

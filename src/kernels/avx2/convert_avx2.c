@@ -10,10 +10,10 @@
  *   bf16        integer shifts, the reference's RNE formula lane by lane.
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/avx2/avx2.h"
 #include "kernels/ref/half.h"
-#include "kernels/ref/ref.h"
 
 static inline __m256 bf16_to_f32(__m128i h) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -140,42 +140,51 @@ static inline __m256 widen8(const void *src, flashattn_dtype dt, int64_t i) {
     }
 }
 
-/* 8 x 8 blocks in registers, the rest element by element as the portable
- * kernel does. */
+/* One whole 8 x 8 block in registers: 8 source rows lds elements apart, 8
+ * columns each, to 8 destination rows of 8 floats, ldd apart. */
+static void block8(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flashattn_dtype dt) {
+    __m256 x[8], t[8];
+    for (int i = 0; i < 8; i++) x[i] = widen8(s0 + i * ldsb, dt, 0);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        x[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        x[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        x[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        x[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    /* x[4q + p], 128-bit lane L: column 4L + p of rows 4q .. 4q + 3 */
+    for (int p = 0; p < 4; p++) {
+        t[p] = _mm256_permute2f128_ps(x[p], x[4 + p], 0x20);
+        t[4 + p] = _mm256_permute2f128_ps(x[p], x[4 + p], 0x31);
+    }
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, t[i]);
+}
+
+/* 8 x 8 blocks in registers. A partial block (the last keys of a length
+ * that is no multiple of 8, the last columns of an odd head_dim) is copied
+ * into a zeroed whole one first and its live part copied out after: AVX2
+ * has no masked 16-bit loads, and element by element those blocks were a
+ * third of a short forward's time. */
 void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                        int rows, int64_t cols) {
     const int64_t es = dt == FLASHATTN_F32 ? 4 : 2;
-    const int rows8 = rows / 8 * 8;
-    const int64_t cols8 = cols / 8 * 8;
-    for (int r0 = 0; r0 < rows8; r0 += 8) {
+    for (int r0 = 0; r0 < rows; r0 += 8) {
         const char *s0 = (const char *)src + r0 * lds * es;
-        for (int64_t c0 = 0; c0 < cols8; c0 += 8) {
-            __m256 x[8], t[8];
-            for (int i = 0; i < 8; i++) x[i] = widen8(s0 + i * lds * es, dt, c0);
-            for (int i = 0; i < 8; i += 2) {
-                t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]);
-                t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
+        const int rr = rows - r0 < 8 ? rows - r0 : 8;
+        for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+            const int cc = cols - c0 < 8 ? (int)(cols - c0) : 8;
+            if (rr == 8 && cc == 8) {
+                block8(dst + c0 * ldd + r0, ldd, s0 + c0 * es, lds * es, dt);
+                continue;
             }
-            for (int i = 0; i < 8; i += 4) {
-                x[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-                x[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-                x[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-                x[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-            }
-            /* x[4q + p], 128-bit lane L: column 4L + p of rows 4q .. 4q + 3 */
-            for (int p = 0; p < 4; p++) {
-                t[p] = _mm256_permute2f128_ps(x[p], x[4 + p], 0x20);
-                t[4 + p] = _mm256_permute2f128_ps(x[p], x[4 + p], 0x31);
-            }
-            for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + (c0 + i) * ldd + r0, t[i]);
+            _Alignas(32) unsigned char in[8 * 8 * 4] = {0};
+            _Alignas(32) float out[8 * 8];
+            for (int i = 0; i < rr; i++) memcpy(in + i * 8 * es, s0 + (i * lds + c0) * es, (size_t)(cc * es));
+            block8(out, 8, (const char *)in, 8 * es, dt);
+            for (int i = 0; i < cc; i++) memcpy(dst + (c0 + i) * ldd + r0, out + i * 8, (size_t)rr * sizeof(float));
         }
-        for (int i = 0; i < 8; i++) {
-            const void *row = s0 + i * lds * es;
-            for (int64_t c = cols8; c < cols; c++) dst[c * ldd + r0 + i] = fa_widen_ref(row, dt, c);
-        }
-    }
-    for (int r = rows8; r < rows; r++) {
-        const void *row = (const char *)src + r * lds * es;
-        for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = fa_widen_ref(row, dt, c);
     }
 }
