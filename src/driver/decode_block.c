@@ -160,6 +160,36 @@ static void wide_pv(const fa_kernels *kern, int mh, int len, int64_t d, int64_t 
     }
 }
 
+/* Row r of an item is query i0 + r % mh / g of query head
+ * (hk0 + r / mh) * g + r % mh % g. The loops over rows walk that in order
+ * instead of dividing: three 64-bit divisions a row in each of three
+ * loops were a tenth of an item's own time at 8 rows. */
+typedef struct {
+    int64_t i, h;  /* the row's query position and query head */
+    int64_t k, q;  /* r % g, and r % mh / g */
+} row_walk;
+
+static row_walk walk_start(int64_t i0, int64_t hk0, int64_t g) {
+    const row_walk w = {i0, hk0 * g, 0, 0};
+    return w;
+}
+
+static inline void walk_next(row_walk *w, int64_t i0, int64_t g, int64_t queries) {
+    if (++w->k < g) {
+        w->h++;
+        return;
+    }
+    w->k = 0;
+    w->h -= g - 1; /* back to the kv-head's first query head */
+    if (++w->q < queries) {
+        w->i++;
+        return;
+    }
+    w->q = 0; /* the next kv-head */
+    w->i = i0;
+    w->h += g;
+}
+
 void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
                     const fa_kernels *kern, int64_t b, int64_t hblock, int64_t qtile, int split,
                     const flashattn_tensor *o, float *lse, float *tw) {
@@ -185,9 +215,9 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     float *wk = ls + round16(rows); /* wide path: one piece of K or V as f32 */
 
     /* Q rows, pre-scaled into base 2 */
-    for (int r = 0; r < m; r++) {
-        const int64_t i = i0 + r % mh / g, h = (hk0 + r / mh) * g + r % mh % g;
-        kern->load(q + r * d, fa_row_ptr(pb->q, b, i, h), pb->q->dtype, d, pb->scale_log2);
+    row_walk w = walk_start(i0, hk0, g);
+    for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
+        kern->load(q + r * d, fa_row_ptr(pb->q, b, w.i, w.h), pb->q->dtype, d, pb->scale_log2);
         mx[r] = -INFINITY;
         ls[r] = 0.0f;
     }
@@ -221,14 +251,13 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
 
         /* Only steps that cut some row's visible range need the mask. */
         const int full = fa_key_lo(pb, i1 - 1) <= j0 && fa_key_end(pb, i0) >= j0 + n;
+        w = walk_start(i0, hk0, g);
         for (int r0 = 0; r0 < m; r0 += FA_MAX_MR) {
             const int r1 = m - r0 < FA_MAX_MR ? m : r0 + FA_MAX_MR;
             float bmax[FA_MAX_MR];
-            for (int r = r0; r < r1; r++) {
-                const int64_t i = i0 + r % mh / g;
-                bmax[r - r0] = fa_softmax_row_max(kern, s + r * sld, j0, n, !full, fa_key_lo(pb, i),
-                                                  fa_key_end(pb, i));
-            }
+            for (int r = r0; r < r1; r++, walk_next(&w, i0, g, i1 - i0))
+                bmax[r - r0] = fa_softmax_row_max(kern, s + r * sld, j0, n, !full,
+                                                  fa_key_lo(pb, w.i), fa_key_end(pb, w.i));
             for (int r = r0; r < r1; r++)
                 fa_softmax_row_exp(kern, s + r * sld, n, bmax[r - r0], &mx[r], &ls[r],
                                    acc + r * dpad, d, first);
@@ -254,8 +283,9 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         }
         first = 0;
     }
-    for (int r = 0; r < m; r++) {
-        const int64_t i = i0 + r % mh / g, h = (hk0 + r / mh) * g + r % mh % g;
+    w = walk_start(i0, hk0, g);
+    for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
+        const int64_t i = w.i, h = w.h;
         void *orow = (void *)fa_row_ptr(o, b, i, h);
         float row_lse;
         if (ls[r] == 0.0f) {
