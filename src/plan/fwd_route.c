@@ -25,9 +25,10 @@ int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const f
 
     flashattn_params q = *p;
     q.num_splits = 0;
-    /* The wide path from FA_FWD_WIDE_ROWS rows a kv-head, and whatever
+    /* The wide path from FA_FWD_WIDE_ROWS rows a kv-head and NR keys, and whatever
      * the rows when the LSE is asked for (see the header). */
-    const int wide = pb->lse != NULL || pb->seq_q * pb->group >= FA_FWD_WIDE_ROWS;
+    const int wide = pb->lse != NULL ||
+                     (pb->seq_q * pb->group >= FA_FWD_WIDE_ROWS && pb->seq_k >= kern->nr);
     *status = fa_plan_decode(dp, &q, kern, FA_FWD_DECODE_UNITS, wide, plan);
     return 1;
 }

@@ -37,7 +37,16 @@
  *   f32, 1 thread    seq_q 8: 0.99-1.12, 12: 0.84-0.92, 16: 0.86-0.92, 20-23: 0.60-0.68
  *   f32, 2 threads   seq_q 8: 1.07, 12: 1.00, 20: 0.68
  *   f16, 1 thread    seq_q 8: 1.36, 12: 1.14, 16: 0.86, 20: 0.83
- *   32/8 heads, f32  seq_q 3 (12 rows): 0.96 / 0.96, 4 (16 rows): 0.80 / 0.85 (1 / 2 threads) */
+ *   32/8 heads, f32  seq_q 3 (12 rows): 0.96 / 0.96, 4 (16 rows): 0.80 / 0.85 (1 / 2 threads)
+ * and only with at least one whole tile width (NR) of keys: with fewer,
+ * the wide tile runs half-width columns after widening a partial piece,
+ * and the few-row kernels win. 16 rows (seq_q = 16, 8 heads), f16, one
+ * thread, medians of 41 alternating calls, speed-up over standard
+ * attention (its time / ours) of wide / few-row:
+ *   d 128, seq_k 8, 16, 24: 0.66 / 0.92, 0.95 / 1.04, 0.98 / 0.99;
+ *   seq_k 32, 64, 1024:    1.10 / 0.99, 1.09 / 0.94, 1.11 / 0.96;
+ *   d 64, 256 at seq_k 8:  0.82 / 1.06, 0.58 / 1.04 (f32 alike: 16 keys 1.01 / 1.04).
+ * (From 20 rows decode's own rule takes the wide path whatever the keys.) */
 #define FA_FWD_WIDE_ROWS 16
 
 /* Whether sizes meet the rule above (group = heads_q / heads_kv). */
