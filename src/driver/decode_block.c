@@ -116,10 +116,12 @@ static void wide_qk(const fa_kernels *kern, int mh, int len, int64_t d, const fl
                     const char *krow, flashattn_dtype dt, int64_t lds, float *wk, float *s,
                     int64_t sld) {
     const int nr = kern->nr, w = (len + 15) / 16 * 16;
-    kern->transpose(wk, nr, krow, lds, dt, len, d);
+    /* The padding columns are cleared before the copy, as the whole last
+     * group of 16 (one 64-byte store a row, inlined): a memset call per
+     * row of only the padding cost 4.7% of a 24 x 24 forward at d 256. */
     if (w > len)
-        for (int64_t c = 0; c < d; c++)
-            memset(wk + c * nr + len, 0, (size_t)(w - len) * sizeof(float));
+        for (int64_t c = 0; c < d; c++) memset(wk + c * nr + w - 16, 0, 16 * sizeof(float));
+    kern->transpose(wk, nr, krow, lds, dt, len, d);
     for (int r = 0, t = 0, rows; r < mh; r += rows, t++) {
         rows = strip_rows(mh, kern->mr, t);
         kern->gemm(rows, w, d, q + r * d, d, wk, nr, s + r * sld, sld, 0);
