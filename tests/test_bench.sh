@@ -72,6 +72,15 @@ assert all('f32_ms' not in r and 'speed_vs_f32' not in r for r in rows), rows"
 check "bench --no-standard" bash -c "'$cli' bench --json --no-standard --seq 20 --heads 2 --head-dim 8 --reps 1 | python3 -c '
 import json, sys; r = json.loads(sys.stdin.read())
 assert r[\"standard_ms\"] is None and r[\"speedup\"] is None and r[\"flash_ms\"] > 0, r'"
+# pct_peak is read against the loops of the kernel path in use: forced to
+# a narrower path, the peak is that path's own
+for isa in scalar avx2; do
+    "$cli" info | grep -q "available paths.* $isa" || continue
+    check "bench peak follows FLASHATTN_ISA=$isa" bash -c "FLASHATTN_ISA=$isa '$cli' bench --json --no-standard --seq 20 --heads 2 --head-dim 8 --reps 1 | python3 -c '
+import json, sys; r = json.loads(sys.stdin.read())
+assert r[\"isa\"] == \"$isa\" and r[\"peak_isa\"] == \"$isa\", r
+assert abs(r[\"pct_peak\"] - 100 * r[\"flash_gflops\"] / r[\"peak_gflops\"]) <= 1e-6 * r[\"pct_peak\"], r'"
+done
 check "bench table" bash -c "'$cli' bench --seq 24 --heads 2 --head-dim 16 --reps 1 --dtype f16 | grep -q 'speed-up'"
 check "peak --json" "$cli" peak --json --threads 2 --bw-mib 16 >"$tmp/p.json"
 check "peak rows" validate "$tmp/p.json" peak 2

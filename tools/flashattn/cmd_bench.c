@@ -181,9 +181,10 @@ void bench_time_together(bench_call *calls, int n, int reps) {
 #define PEAK_RETRIES 6
 
 static void measure_peak(const bench_opts *o, bench_peak *pk) {
-    const fa_peak_kernels *k = fa_peak_widest();
+    /* pct_peak is read against the peak of the kernel path and dtype's
+     * loop (FLASHATTN_ISA=avx2 on an AVX-512 CPU: the AVX2 loop). */
+    const fa_peak_kernels *k = fa_peak_for_path(flashattn_isa());
     pk->isa = k->isa;
-    /* pct_peak is read against the peak of the dtype's path. */
     pk->loop = fa_peak_loop_for(k, flashattn_isa(), o->dtype == FLASHATTN_BF16);
     pk->gflops = fa_peak_compute(k, pk->loop, o->threads, NULL, &pk->team);
     pk->one_thread = 0.0;
@@ -279,6 +280,7 @@ static void print_json(const bench_opts *o, const bench_mode *m, const bench_row
     fa_json_num("flash_gflops", gf, 1);
     fa_json_num("pct_peak", 100.0 * gf / pk->gflops, pk->gflops > 0);
     fa_json_num("peak_gflops", pk->gflops, 1);
+    printf(", \"peak_isa\": \"%s\"", pk->isa);
     fa_json_num("peak_1thread_gflops", pk->one_thread, pk->one_thread > 0);
     if (m->run == bench_bwd) {
         fa_json_num("bwd_ms", r->flash_ms, 1);

@@ -29,6 +29,14 @@ const fa_peak_kernels *fa_peak_widest(void) {
     return &fa_peak_scalar;
 }
 
+const fa_peak_kernels *fa_peak_for_path(const char *isa) {
+    if (strcmp(isa, "scalar") == 0) return &fa_peak_scalar;
+#ifdef FA_HAVE_AVX2
+    if (strcmp(isa, "avx2") == 0) return &fa_peak_avx2;
+#endif
+    return fa_peak_widest();
+}
+
 int fa_peak_has_amx(const fa_peak_kernels *pk) {
     return pk->amx_loop != NULL && fa_kernels_by_name("amx") != NULL;
 }

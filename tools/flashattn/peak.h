@@ -18,6 +18,12 @@
 /* The loops of the widest ISA this CPU runs. */
 const fa_peak_kernels *fa_peak_widest(void);
 
+/* The loops of kernel path `isa` (flashattn_isa()): the AVX2 loop for
+ * "avx2", the portable one for "scalar", else the widest. With the path
+ * forced to AVX2 on an AVX-512 CPU, % of peak is then read against the
+ * FMA rate that path can reach, not against twice that. */
+const fa_peak_kernels *fa_peak_for_path(const char *isa);
+
 /* Whether the CPU (and this build) can run the BF16 dot-product loop
  * (AVX512_BF16) and the AMX-BF16 tile loop. */
 int fa_peak_has_bf16(const fa_peak_kernels *pk);
