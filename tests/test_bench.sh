@@ -69,6 +69,20 @@ check "bench f32 non-causal rows have no causal or f32 ratio" python3 -c "
 import json; rows = [json.loads(l) for l in open('$tmp/b1.json') if l.strip()]
 assert all('noncausal_ms' not in r and 'causal_over_noncausal' not in r for r in rows), rows
 assert all('f32_ms' not in r and 'speed_vs_f32' not in r for r in rows), rows"
+check "bench on 2 threads times the 1-thread call in the same rounds" python3 -c "
+import json; rows = [json.loads(l) for l in open('$tmp/b1.json') if l.strip()]
+for r in rows:
+    assert r['threads'] == 2 and r['one_thread_ms'] > 0, r
+    assert abs(r['speedup_vs_1thread'] - r['one_thread_ms'] / r['flash_ms']) <= 1e-6 * r['speedup_vs_1thread'], r
+    assert '1 thread' in r['note'], r"
+check "bench on 1 thread has no 1-thread ratio" python3 -c "
+import json; r = json.loads(open('$tmp/b2.json').read())
+assert r['threads'] == 1 and 'one_thread_ms' not in r and 'speedup_vs_1thread' not in r, r"
+check "bench --bwd rows carry no forward-only ratios" bash -c "'$cli' bench --bwd --json --seq 20 --heads 2 --head-dim 8 --reps 1 --threads 2 | python3 -c '
+import json, sys; r = json.loads(sys.stdin.read())
+for k in (\"f32_ms\", \"speed_vs_f32\", \"noncausal_ms\", \"causal_over_noncausal\", \"one_thread_ms\", \"speedup_vs_1thread\"):
+    assert k not in r, (k, r)
+assert r[\"bwd_ms\"] > 0 and r[\"fwd_ms\"] > 0, r'"
 check "bench --no-standard" bash -c "'$cli' bench --json --no-standard --seq 20 --heads 2 --head-dim 8 --reps 1 | python3 -c '
 import json, sys; r = json.loads(sys.stdin.read())
 assert r[\"standard_ms\"] is None and r[\"speedup\"] is None and r[\"flash_ms\"] > 0, r'"

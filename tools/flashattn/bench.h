@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "flashattn.h"
 
@@ -41,8 +42,18 @@ typedef struct {
                                     inputs, its calls alternating with the row's; < 0 if not run */
     double noncausal_ms;         /* --causal: the same forward without the mask, its calls
                                     alternating with the causal ones; < 0 if not run */
+    double one_thread_ms;        /* forward on several threads: the same call on one thread,
+                                    alternating with the row's; < 0 if not run */
     char note[256];
 } bench_row;
+
+/* A row before measuring: the shape, every time and ratio "not run". */
+static inline void bench_row_start(bench_row *row, int64_t seq_q, int64_t seq_k) {
+    memset(row, 0, sizeof *row);
+    row->seq_q = seq_q, row->seq_k = seq_k;
+    row->flash_ms = row->standard_ms = row->cblas_ms = row->max_abs_diff = -1.0;
+    row->fwd_ms = row->f32_ms = row->noncausal_ms = row->one_thread_ms = -1.0;
+}
 
 /* Measure one shape; returns 0, or non-zero after printing why to stderr
  * (the flash path itself failed: the bench stops). */

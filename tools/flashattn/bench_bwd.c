@@ -68,9 +68,7 @@ int bench_bwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     int rc = 1;
     uint64_t seed = 0x5eed;
     memset(&x, 0, sizeof x);
-    memset(row, 0, sizeof *row);
-    row->seq_q = seq_q, row->seq_k = seq_k;
-    row->standard_ms = row->cblas_ms = row->max_abs_diff = -1.0;
+    bench_row_start(row, seq_q, seq_k);
     x.q = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
     x.k = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
     x.v = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);

@@ -126,13 +126,11 @@ static int prepare_baseline(fwd_ctx *x, size_t bytes, size_t *budget, const char
 }
 
 int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row) {
-    fwd_ctx x, plain, std_x, cblas_x, f32_x;
+    fwd_ctx x, plain, std_x, cblas_x, f32_x, one;
     int rc = 0;
     uint64_t seed = 0x5eed;
     memset(&x, 0, sizeof x);
-    memset(row, 0, sizeof *row);
-    row->seq_q = seq_q, row->seq_k = seq_k;
-    row->standard_ms = row->cblas_ms = row->max_abs_diff = row->noncausal_ms = row->f32_ms = -1.0;
+    bench_row_start(row, seq_q, seq_k);
     x.q = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
     x.k = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
     x.v = alloc_bshd(o->dtype, o->batch, seq_k, o->heads_kv, o->head_dim);
@@ -145,11 +143,18 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     x.p.num_threads = o->threads;
     row->flops = 4.0 * (double)o->batch * (double)o->heads * visible_pairs(&x) * (double)o->head_dim;
     /* every call compared writes its own output, allocated when it runs */
-    plain = std_x = cblas_x = f32_x = x;
-    plain.o.data = std_x.o.data = cblas_x.o.data = f32_x.o.data = NULL;
+    plain = std_x = cblas_x = f32_x = one = x;
+    plain.o.data = std_x.o.data = cblas_x.o.data = f32_x.o.data = one.o.data = NULL;
     std_x.ws = cblas_x.ws = f32_x.ws = NULL;
     plain.p.causal = 0;
     if (o->causal) plain.o = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
+    /* On several threads the same call on one thread is timed too: the
+     * threads' speed-up, from the same rounds. */
+    const int multi = o->threads > 1;
+    if (multi) {
+        one.p.num_threads = 1;
+        one.o = alloc_bshd(o->dtype, o->batch, seq_q, o->heads, o->head_dim);
+    }
     const int half = o->dtype != FLASHATTN_F32;
     if (half) {
         f32_x.q = f32_copy(&x.q), f32_x.k = f32_copy(&x.k), f32_x.v = f32_copy(&x.v);
@@ -163,14 +168,23 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
         s = flashattn_fwd_workspace_size(&plain.q, &plain.k, &plain.v, &plain.o, NULL, &plain.p,
                                          &plain_bytes);
     if (s == FLASHATTN_OK) row->workspace_bytes = x.ws_bytes;
+    size_t one_bytes = 0;
+    if (s == FLASHATTN_OK && multi)
+        s = flashattn_fwd_workspace_size(&one.q, &one.k, &one.v, &one.o, NULL, &one.p, &one_bytes);
     if (plain_bytes > x.ws_bytes) x.ws_bytes = plain_bytes;
+    if (one_bytes > x.ws_bytes) x.ws_bytes = one_bytes;
     if (s != FLASHATTN_OK || !(x.ws = malloc(x.ws_bytes ? x.ws_bytes : 1))) {
         fprintf(stderr, "flashattn bench: %s\n",
                 s ? flashattn_last_error() : "no memory for the flash workspace");
         rc = 1;
         goto done;
     }
-    plain.ws = x.ws, plain.ws_bytes = x.ws_bytes;
+    plain.ws = one.ws = x.ws, plain.ws_bytes = one.ws_bytes = x.ws_bytes;
+    if (multi && !one.o.data) {
+        fprintf(stderr, "flashattn bench: no memory for the 1-thread call's output\n");
+        rc = 1;
+        goto done;
+    }
     if (half && (!f32_x.q.data || !f32_x.k.data || !f32_x.v.data || !f32_x.o.data)) {
         fprintf(stderr, "flashattn bench: no memory for the f32 copies of the inputs\n");
         rc = 1;
@@ -185,14 +199,15 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
         goto done;
     }
 
-    /* Flash, the unmasked flash call under --causal, and the baselines,
-     * timed in turn round by round: the ratios the row reports compare
-     * calls made at the same moments. */
-    bench_call calls[5];
-    int n = 0, at_plain = -1, at_f32 = -1, at_std = -1, at_cblas = -1;
+    /* Flash, the unmasked flash call under --causal, the f32 and 1-thread
+     * calls, and the baselines, timed in turn round by round: the ratios
+     * the row reports compare calls made at the same moments. */
+    bench_call calls[6];
+    int n = 0, at_plain = -1, at_f32 = -1, at_one = -1, at_std = -1, at_cblas = -1;
     calls[n++] = (bench_call){run_flash, &x, -1.0};
     if (o->causal) at_plain = n, calls[n++] = (bench_call){run_flash, &plain, -1.0};
     if (half) at_f32 = n, calls[n++] = (bench_call){run_flash, &f32_x, -1.0};
+    if (multi) at_one = n, calls[n++] = (bench_call){run_flash, &one, -1.0};
     if (o->standard) {
         size_t bytes = 0, budget = BENCH_STANDARD_LIMIT;
         if (fa_standard_workspace_size(&x.q, &x.k, &x.v, &x.o, &x.p, fa_active_kernels(), &bytes) !=
@@ -210,9 +225,12 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     bench_time_together(calls, n, o->reps);
     row->flash_ms = calls[0].ms;
     if (row->flash_ms < 0 || (at_plain >= 0 && calls[at_plain].ms < 0) ||
-        (at_f32 >= 0 && calls[at_f32].ms < 0)) {
+        (at_f32 >= 0 && calls[at_f32].ms < 0) || (at_one >= 0 && calls[at_one].ms < 0)) {
         fprintf(stderr, "flashattn bench: flashattn_fwd failed: %s\n",
-                row->flash_ms < 0 ? x.err : at_plain >= 0 && calls[at_plain].ms < 0 ? plain.err : f32_x.err);
+                row->flash_ms < 0                           ? x.err
+                : at_plain >= 0 && calls[at_plain].ms < 0 ? plain.err
+                : at_f32 >= 0 && calls[at_f32].ms < 0     ? f32_x.err
+                                                            : one.err);
         row->flash_ms = -1.0;
         rc = 1;
         goto done;
@@ -228,6 +246,12 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
         row->f32_ms = calls[at_f32].ms;
         snprintf(buf, sizeof buf, "%.3f ms, speed vs f32 %.2fx", row->f32_ms, row->f32_ms / row->flash_ms);
         add_note(row, "f32 inputs", buf);
+    }
+    if (at_one >= 0) {
+        row->one_thread_ms = calls[at_one].ms;
+        snprintf(buf, sizeof buf, "%.3f ms, %d threads %.2fx", row->one_thread_ms, o->threads,
+                 row->one_thread_ms / row->flash_ms);
+        add_note(row, "1 thread", buf);
     }
     if (at_std >= 0) {
         row->standard_ms = calls[at_std].ms;
@@ -255,6 +279,7 @@ done:
     free(x.o.data);
     free(std_x.o.data);
     free(plain.o.data);
+    free(one.o.data);
     free(cblas_x.o.data);
     return rc;
 }

@@ -58,6 +58,8 @@ static void usage(FILE *f) {
             "causal_over_noncausal).\n"
             "--dtype f16/bf16 (forward): the same call on f32 copies of the inputs is timed\n"
             "too, and the row gives the speed against it (JSON: f32_ms, speed_vs_f32).\n"
+            "--threads T > 1 (forward): the same call on 1 thread is timed too, and the row\n"
+            "gives the threads' speed-up over it (JSON: one_thread_ms, speedup_vs_1thread).\n"
             "Modes: ");
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         fprintf(f, "%s%s (%s%s)", i ? ", " : "", modes[i].flag, modes[i].what,
@@ -291,6 +293,10 @@ static void print_json(const bench_opts *o, const bench_mode *m, const bench_row
     if (r->f32_ms >= 0) {
         fa_json_num("f32_ms", r->f32_ms, 1);
         fa_json_num("speed_vs_f32", r->f32_ms / r->flash_ms, r->flash_ms > 0);
+    }
+    if (r->one_thread_ms >= 0) {
+        fa_json_num("one_thread_ms", r->one_thread_ms, 1);
+        fa_json_num("speedup_vs_1thread", r->one_thread_ms / r->flash_ms, r->flash_ms > 0);
     }
     if (r->noncausal_ms >= 0) {
         fa_json_num("noncausal_ms", r->noncausal_ms, 1);
