@@ -9,7 +9,7 @@ of threads, dtype, head_dim and causal given, each over the seq list
 time, both medians of calls alternating in the same rounds) per
 combination, a star after each below 1, then how many fell below 1.
 
-    python3 bench/small_shapes.py                 # the default grid (~6 min here)
+    python3 bench/small_shapes.py                 # the default grid (under a minute here)
     python3 bench/small_shapes.py --threads 1 --dtype f16 --head-dim 128
     python3 bench/small_shapes.py --json rows.jsonl   # keep the bench's rows
 """
