@@ -30,6 +30,12 @@ if kind == "bench":
         assert abs(r["speedup"] - r["standard_ms"] / r["flash_ms"]) <= 1e-3 * r["speedup"]
         assert r["standard_bytes"] >= r["seq_q"] * r["seq_k"] * 4, "standard_bytes below S"
         assert num(r["max_abs_diff"]) and r["max_abs_diff"] < 2e-2, f"flash vs standard differ: {r['max_abs_diff']}"
+        # the peak loop timed in the row's rounds: a rate of the same loop
+        # as the peak measured at start (a unit slip lands far out; the
+        # bounds leave room for a shared machine's moments)
+        assert num(r["peak_rounds_gflops"]) and r["peak_rounds_gflops"] > 0, r
+        assert 0.3 <= r["peak_rounds_gflops"] / r["peak_gflops"] <= 3, r
+        assert abs(r["pct_peak_rounds"] - 100 * r["flash_gflops"] / r["peak_rounds_gflops"]) <= 1e-6 * r["pct_peak_rounds"], r
 else:
     for r in rows:
         for k in ["threads", "fp32_gflops", "bf16_gflops", "amx_bf16_gflops", "bandwidth_gbs"]:
@@ -82,7 +88,8 @@ check "bench --bwd rows carry no forward-only ratios" bash -c "'$cli' bench --bw
 import json, sys; r = json.loads(sys.stdin.read())
 for k in (\"f32_ms\", \"speed_vs_f32\", \"noncausal_ms\", \"causal_over_noncausal\", \"one_thread_ms\", \"speedup_vs_1thread\"):
     assert k not in r, (k, r)
-assert r[\"bwd_ms\"] > 0 and r[\"fwd_ms\"] > 0, r'"
+assert r[\"bwd_ms\"] > 0 and r[\"fwd_ms\"] > 0, r
+assert abs(r[\"pct_peak_rounds\"] - 100 * r[\"flash_gflops\"] / r[\"peak_rounds_gflops\"]) <= 1e-6 * r[\"pct_peak_rounds\"], r'"
 check "bench --no-standard" bash -c "'$cli' bench --json --no-standard --seq 20 --heads 2 --head-dim 8 --reps 1 | python3 -c '
 import json, sys; r = json.loads(sys.stdin.read())
 assert r[\"standard_ms\"] is None and r[\"speedup\"] is None and r[\"flash_ms\"] > 0, r'"

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "flashattn.h"
+#include "peak.h"
 
 #define BENCH_MAX_SEQS 64
 /* Standard attention needing more than this is reported n/a, not run. */
@@ -25,6 +26,9 @@ typedef struct {
     int nseq;
     flashattn_dtype dtype;
     int causal, threads, reps, json, standard;
+    /* the peak loop the rows' % of peak is read against (cmd_bench.c) */
+    const fa_peak_kernels *peak_kernels;
+    int peak_loop;
 } bench_opts;
 
 /* One measured shape. Times are medians over the repetitions, after one
@@ -44,6 +48,8 @@ typedef struct {
                                     alternating with the causal ones; < 0 if not run */
     double one_thread_ms;        /* forward on several threads: the same call on one thread,
                                     alternating with the row's; < 0 if not run */
+    double peak_gflops;          /* the peak loop timed in the row's rounds (median), on the
+                                    row's threads; < 0 if not run */
     char note[256];
 } bench_row;
 
@@ -53,6 +59,7 @@ static inline void bench_row_start(bench_row *row, int64_t seq_q, int64_t seq_k)
     row->seq_q = seq_q, row->seq_k = seq_k;
     row->flash_ms = row->standard_ms = row->cblas_ms = row->max_abs_diff = -1.0;
     row->fwd_ms = row->f32_ms = row->noncausal_ms = row->one_thread_ms = -1.0;
+    row->peak_gflops = -1.0;
 }
 
 /* Measure one shape; returns 0, or non-zero after printing why to stderr
@@ -72,7 +79,9 @@ int bench_decode_cmd(int argc, char **argv);
  * all of them see the same moments of a shared machine and their ratios
  * (speed-up, causal over non-causal, backward over forward) are not one
  * call's quiet minute against another's busy one. ms is the median, or -1
- * for a call that failed (it is left out of the rounds after its failure). */
+ * for a call that failed (it is left out of the rounds after its failure);
+ * during the rounds a call's ms holds its warm-up time, which the peak
+ * probe below reads. */
 typedef struct {
     int (*fn)(void *ctx);
     void *ctx;
@@ -80,5 +89,28 @@ typedef struct {
 } bench_call;
 
 void bench_time_together(bench_call *calls, int n, int reps);
+
+/* The peak loop as one more call of a row's rounds, so that % of peak
+ * compares the row's median time with the loop's median rate at the same
+ * moments (the peak measured at start is the best of a few runs, often
+ * at another minute of a shared machine). On its warm-up run the probe
+ * sizes itself to last about as long as the call whose warm-up time
+ * *match_ms holds (within [BENCH_PROBE_MIN_MS, BENCH_PROBE_MAX_MS]): a
+ * long call and a short loop would see different mixes of a co-tenant's
+ * bursts. */
+#define BENCH_PROBE_MIN_MS 2.0
+#define BENCH_PROBE_MAX_MS 50.0
+typedef struct {
+    const fa_peak_kernels *pk;
+    int loop, threads;
+    const double *match_ms;
+    int64_t iters; /* 0 until the warm-up run */
+    int team;
+} bench_peak_probe;
+
+/* bench_call's fn for a probe; never fails. */
+int bench_peak_probe_run(void *probe);
+/* GFLOP/s of a probe run that took ms. */
+double bench_peak_probe_gflops(const bench_peak_probe *p, double ms);
 
 #endif

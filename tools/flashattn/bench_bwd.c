@@ -102,9 +102,13 @@ int bench_bwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     /* Forward and backward in turn (the forward first: its O and LSE are
      * the backward's inputs, the same every time), so bwd / fwd compares
      * calls made at the same moments. */
-    bench_call calls[2] = {{run_fwd, &x, -1.0}, {run_bwd, &x, -1.0}};
-    bench_time_together(calls, 2, o->reps);
+    bench_call calls[3] = {{run_fwd, &x, -1.0}, {run_bwd, &x, -1.0}};
+    bench_peak_probe probe = {o->peak_kernels, o->peak_loop, o->threads, &calls[1].ms, 0, 0};
+    int ncalls = 2;
+    if (o->peak_kernels) calls[ncalls++] = (bench_call){bench_peak_probe_run, &probe, -1.0};
+    bench_time_together(calls, ncalls, o->reps);
     row->fwd_ms = calls[0].ms;
+    if (ncalls > 2) row->peak_gflops = bench_peak_probe_gflops(&probe, calls[2].ms);
     row->flash_ms = row->fwd_ms < 0 ? -1.0 : calls[1].ms;
     if (row->flash_ms < 0) {
         fprintf(stderr, "flashattn bench: %s failed: %s\n", row->fwd_ms < 0 ? "flashattn_fwd" : "flashattn_bwd",

@@ -202,8 +202,9 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
     /* Flash, the unmasked flash call under --causal, the f32 and 1-thread
      * calls, and the baselines, timed in turn round by round: the ratios
      * the row reports compare calls made at the same moments. */
-    bench_call calls[6];
-    int n = 0, at_plain = -1, at_f32 = -1, at_one = -1, at_std = -1, at_cblas = -1;
+    bench_call calls[7];
+    bench_peak_probe probe = {o->peak_kernels, o->peak_loop, o->threads, &calls[0].ms, 0, 0};
+    int n = 0, at_probe = -1, at_plain = -1, at_f32 = -1, at_one = -1, at_std = -1, at_cblas = -1;
     calls[n++] = (bench_call){run_flash, &x, -1.0};
     if (o->causal) at_plain = n, calls[n++] = (bench_call){run_flash, &plain, -1.0};
     if (half) at_f32 = n, calls[n++] = (bench_call){run_flash, &f32_x, -1.0};
@@ -222,8 +223,10 @@ int bench_fwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
                 at_cblas = n, calls[n++] = (bench_call){run_cblas, &cblas_x, -1.0};
         }
     }
+    if (o->peak_kernels) at_probe = n, calls[n++] = (bench_call){bench_peak_probe_run, &probe, -1.0};
     bench_time_together(calls, n, o->reps);
     row->flash_ms = calls[0].ms;
+    if (at_probe >= 0) row->peak_gflops = bench_peak_probe_gflops(&probe, calls[at_probe].ms);
     if (row->flash_ms < 0 || (at_plain >= 0 && calls[at_plain].ms < 0) ||
         (at_f32 >= 0 && calls[at_f32].ms < 0) || (at_one >= 0 && calls[at_one].ms < 0)) {
         fprintf(stderr, "flashattn bench: flashattn_fwd failed: %s\n",

@@ -98,10 +98,16 @@ static double timed_compute(const fa_peak_kernels *pk, int loop, int threads, in
     return t1 - t0;
 }
 
+double fa_peak_flops_per_iter(const fa_peak_kernels *pk, int loop) {
+    return loop == FA_PEAK_AMX ? pk->amx_flops : loop == FA_PEAK_BF16 ? pk->bf16_flops : pk->fma_flops;
+}
+
+double fa_peak_seconds(const fa_peak_kernels *pk, int loop, int threads, int64_t iters, int *team) {
+    return timed_compute(pk, loop, threads, iters, NULL, team);
+}
+
 double fa_peak_compute(const fa_peak_kernels *pk, int loop, int threads, int *cpus, int *team) {
-    const double flops = loop == FA_PEAK_AMX    ? pk->amx_flops
-                         : loop == FA_PEAK_BF16 ? pk->bf16_flops
-                                                : pk->fma_flops;
+    const double flops = fa_peak_flops_per_iter(pk, loop);
     /* Size the runs from one thread's fastest rate (a preempted run is only
      * slower), so that every run is long against thread wake-up and timer
      * costs even when calibration itself was disturbed. */

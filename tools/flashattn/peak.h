@@ -42,6 +42,13 @@ int fa_peak_loop_for(const fa_peak_kernels *pk, const char *isa, int bf16_inputs
  * team size OpenMP gave. */
 double fa_peak_compute(const fa_peak_kernels *pk, int loop, int threads, int *cpus, int *team);
 
+/* One run of a compute loop: seconds for `iters` iterations on every one
+ * of `threads` threads at once (*team: the team size OpenMP gave), and the
+ * FLOPs one thread's iteration does. bench times the loop this way in the
+ * rounds of its rows. */
+double fa_peak_seconds(const fa_peak_kernels *pk, int loop, int threads, int64_t iters, int *team);
+double fa_peak_flops_per_iter(const fa_peak_kernels *pk, int loop);
+
 /* A read-bandwidth array, first touched by the threads that will read it. */
 typedef struct {
     float *x;
