@@ -47,34 +47,12 @@ def _unsupported(dropout_p=0.0, softcap=0.0, alibi_slopes=None):
                                   "has no ALiBi bias yet); pass alibi_slopes=None")
 
 
-_params_cache = {}
-_PLAIN = (type(None), bool, int, float)
-
-
 def _params(softmax_scale, causal, window_size, deterministic, num_splits=0):
-    """The call's Params. The library only reads them, so one object per
-    set of options is kept and shared (building one costs microseconds that
-    short calls and decode steps notice); options that are not plain
-    Python values are validated and built afresh at every call."""
-    threads = torch.get_num_threads()
-    # only plain Python values: a tensor would hash by identity, not value
-    # (tested longhand: generator expressions cost a microsecond per call)
-    plain = type(softmax_scale) in _PLAIN and type(causal) in _PLAIN \
-        and type(deterministic) in _PLAIN and type(num_splits) in _PLAIN \
-        and type(window_size) in (tuple, list) and len(window_size) == 2 \
-        and type(window_size[0]) is int and type(window_size[1]) is int
-    if plain:
-        key = (softmax_scale, causal, window_size[0], window_size[1], deterministic, num_splits,
-               threads)
-        params = _params_cache.get(key)
-        if params is not None:
-            return params
-    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
-                             align=ALIGN_BOTTOM_RIGHT, num_threads=threads,
-                             deterministic=deterministic, num_splits=num_splits)
-    if plain and len(_params_cache) < 64:
-        _params_cache[key] = params
-    return params
+    """The call's Params (shared between calls with the same options:
+    _lib.params), on torch's thread count."""
+    return _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
+                       align=ALIGN_BOTTOM_RIGHT, num_threads=torch.get_num_threads(),
+                       deterministic=deterministic, num_splits=num_splits)
 
 
 def _no_grad(*tensors):

@@ -23,7 +23,12 @@ _FLOAT_PTR = ctypes.POINTER(ctypes.c_float)
 def _describable(a):
     """Whether a flashattn_tensor can address `a` where it lies: element
     strides that are non-negative, head_dim contiguous, native and aligned."""
-    if not (a.flags.aligned and a.dtype.isnative):
+    flags = a.flags
+    if not flags.aligned:
+        return False
+    if flags.c_contiguous and a.dtype in _DTYPES:
+        return True  # the common case, without the loop (0.9 -> 0.4 us an array)
+    if not a.dtype.isnative:
         return False
     for size, stride in zip(a.shape, a.strides):
         if size > 1 and (stride < 0 or stride % a.itemsize):
@@ -53,11 +58,19 @@ def _input(a, name):
 
 
 def _fields(a):
-    """flashattn_tensor's fields for a describable 4-D array."""
+    """flashattn_tensor's fields for a describable 4-D array. Written out
+    longhand from one __array_interface__ (a.ctypes.data alone builds it
+    and more): 2.3 -> 1.6 us an array, four arrays a forward call."""
+    ai = a.__array_interface__
     n = a.itemsize
-    strides = [s // n if size > 1 else 0 for size, s in zip(a.shape, a.strides)]
-    strides[3] = 1
-    return (a.ctypes.data, _DTYPES[a.dtype], *a.shape, *strides)
+    b, s, h, d = ai["shape"]
+    st = ai["strides"]  # None: C-contiguous
+    if st is None:
+        sb, ss, sh = s * h * d, h * d, d
+    else:
+        sb, ss, sh = st[0] // n, st[1] // n, st[2] // n
+    return (ai["data"][0], _DTYPES[a.dtype], b, s, h, d,
+            sb if b > 1 else 0, ss if s > 1 else 0, sh if h > 1 else 0, 1)
 
 
 def describe(a):
@@ -132,7 +145,7 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
     The GIL is released while the library computes.
     """
     q, k, v = _input(q, "q"), _input(k, "k"), _input(v, "v")
-    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
+    params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
                              align=_align(align), num_threads=num_threads,
                              block_m=block_m, block_n=block_n)
     o = _output(out, q.shape[:3] + v.shape[3:], q.dtype)
@@ -161,7 +174,7 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     q, k, v = _input(q, "q"), _input(k, "k"), _input(v, "v")
     out, dout = _input(out, "out"), _input(dout, "dout")
     lse = _lse_input(lse, (q.shape[0], q.shape[2], q.shape[1]))
-    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
+    params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
                              align=_align(align), num_threads=num_threads,
                              block_m=block_m, block_n=block_n, deterministic=deterministic)
     dq = _output(dq, q.shape, q.dtype, "dq")
@@ -247,7 +260,7 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
     if lens.shape[0] != q.shape[0]:
         raise ValueError("cache_seqlens must have one length per batch entry (%d), got %d"
                          % (q.shape[0], lens.shape[0]))
-    params = _lib.new_params(scale=softmax_scale, causal=causal, window_size=window_size,
+    params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
                              align=_align(align), num_threads=num_threads, block_n=block_n,
                              num_splits=num_splits)
     o = _output(out, q.shape, q.dtype)
