@@ -156,3 +156,24 @@ def test_scratch_workspace_is_per_thread():
     for t in threads:
         t.join()
     assert all(np.array_equal(a, b) for a, b in zip(want, got))
+
+
+def test_shared_params_follow_every_option():
+    """_lib.params shares one Params per set of options: each option must
+    be part of the key, or a call would run with an earlier call's value."""
+    base = dict(scale=None, causal=False, window_size=(-1, -1), align=_lib.ALIGN_BOTTOM_RIGHT,
+                num_threads=0, block_m=0, block_n=0, deterministic=False, num_splits=0)
+    changes = dict(scale=0.25, causal=True, window_size=(3, 5), align=_lib.ALIGN_TOP_LEFT,
+                   num_threads=2, block_m=48, block_n=64, deterministic=True, num_splits=3)
+    for _ in range(2):  # the second round is served from the cache
+        p = _lib.params(**base)
+        assert (p.scale, p.causal, p.window_left, p.window_right, p.block_n) == (0.0, 0, -1, -1, 0)
+        for name, value in changes.items():
+            p = _lib.params(**dict(base, **{name: value}))
+            if name == "window_size":
+                assert (p.window_left, p.window_right) == value
+            else:
+                assert getattr(p, name) == value, name
+    # values that are not plain Python numbers are never keys
+    p = _lib.params(**dict(base, block_n=np.int64(32)))
+    assert p.block_n == 32 and p is not _lib.params(**dict(base, block_n=np.int64(32)))
