@@ -146,8 +146,8 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
     """
     q, k, v = _input(q, "q"), _input(k, "k"), _input(v, "v")
     params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
-                             align=_align(align), num_threads=num_threads,
-                             block_m=block_m, block_n=block_n)
+                         align=_align(align), num_threads=num_threads,
+                         block_m=block_m, block_n=block_n)
     o = _output(out, q.shape[:3] + v.shape[3:], q.dtype)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
     at = _lib.descriptors(pack, q, k, v, o)
@@ -175,8 +175,8 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     out, dout = _input(out, "out"), _input(dout, "dout")
     lse = _lse_input(lse, (q.shape[0], q.shape[2], q.shape[1]))
     params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
-                             align=_align(align), num_threads=num_threads,
-                             block_m=block_m, block_n=block_n, deterministic=deterministic)
+                         align=_align(align), num_threads=num_threads,
+                         block_m=block_m, block_n=block_n, deterministic=deterministic)
     dq = _output(dq, q.shape, q.dtype, "dq")
     dk = _output(dk, k.shape, k.dtype, "dk")
     dv = _output(dv, v.shape, v.dtype, "dv")
@@ -261,8 +261,8 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
         raise ValueError("cache_seqlens must have one length per batch entry (%d), got %d"
                          % (q.shape[0], lens.shape[0]))
     params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
-                             align=_align(align), num_threads=num_threads, block_n=block_n,
-                             num_splits=num_splits)
+                         align=_align(align), num_threads=num_threads, block_n=block_n,
+                         num_splits=num_splits)
     o = _output(out, q.shape, q.dtype)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
     _lib.decode(pack, q, k_cache, v_cache, *new, o, None if lse is None else lse.ctypes.data,
