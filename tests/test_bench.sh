@@ -31,10 +31,11 @@ if kind == "bench":
         assert r["standard_bytes"] >= r["seq_q"] * r["seq_k"] * 4, "standard_bytes below S"
         assert num(r["max_abs_diff"]) and r["max_abs_diff"] < 2e-2, f"flash vs standard differ: {r['max_abs_diff']}"
         # the peak loop timed in the row's rounds: a rate of the same loop
-        # as the peak measured at start (a unit slip lands far out; the
-        # bounds leave room for a shared machine's moments)
+        # as the peak measured at start. A unit slip (ms for s) lands 1000x
+        # out; a shared machine's moments do not (one busy run here read
+        # 0.28x, with 2 threads on one core), so the bounds are wide.
         assert num(r["peak_rounds_gflops"]) and r["peak_rounds_gflops"] > 0, r
-        assert 0.3 <= r["peak_rounds_gflops"] / r["peak_gflops"] <= 3, r
+        assert 0.05 <= r["peak_rounds_gflops"] / r["peak_gflops"] <= 20, r
         assert abs(r["pct_peak_rounds"] - 100 * r["flash_gflops"] / r["peak_rounds_gflops"]) <= 1e-6 * r["pct_peak_rounds"], r
 else:
     for r in rows:
