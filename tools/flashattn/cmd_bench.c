@@ -33,7 +33,7 @@ static const bench_mode modes[] = {
 };
 
 typedef struct {
-    const char *isa;
+    const fa_peak_kernels *kernels; /* the kernel path's loops */
     double gflops;     /* at the bench's thread count, for the dtype's path */
     double one_thread; /* FP32, 1 thread; 0 when the bench runs on 1 thread */
     int team, scaled, loop; /* loop: FA_PEAK_FP32, _BF16 or _AMX */
@@ -190,7 +190,7 @@ static void measure_peak(const bench_opts *o, bench_peak *pk) {
     /* pct_peak is read against the peak of the kernel path and dtype's
      * loop (FLASHATTN_ISA=avx2 on an AVX-512 CPU: the AVX2 loop). */
     const fa_peak_kernels *k = fa_peak_for_path(flashattn_isa());
-    pk->isa = k->isa;
+    pk->kernels = k;
     pk->loop = fa_peak_loop_for(k, flashattn_isa(), o->dtype == FLASHATTN_BF16);
     pk->gflops = fa_peak_compute(k, pk->loop, o->threads, NULL, &pk->team);
     pk->one_thread = 0.0;
@@ -230,7 +230,7 @@ static void print_header(const bench_opts *o, const bench_mode *m, const bench_p
            m->what, (long long)o->batch, (long long)o->heads, (long long)o->heads_kv,
            (long long)o->head_dim, dtype_name(o->dtype), o->causal ? "causal" : "non-causal",
            o->threads, flashattn_isa(), o->reps);
-    printf("peak (%s loops, measured now, threads %d): %.1f GFLOP/s %s", pk->isa, pk->team,
+    printf("peak (%s loops, measured now, threads %d): %.1f GFLOP/s %s", pk->kernels->isa, pk->team,
            pk->gflops, pk->loop == FA_PEAK_AMX ? "amx bf16" : pk->loop == FA_PEAK_BF16 ? "bf16" : "fp32");
     if (pk->one_thread > 0) printf(" (1 thread: %.1f fp32)", pk->one_thread);
     printf("; threads: %s\n", fa_cli_placement());
@@ -291,7 +291,7 @@ static void print_json(const bench_opts *o, const bench_mode *m, const bench_row
     fa_json_num("flash_gflops", gf, 1);
     fa_json_num("pct_peak", 100.0 * gf / pk->gflops, pk->gflops > 0);
     fa_json_num("peak_gflops", pk->gflops, 1);
-    printf(", \"peak_isa\": \"%s\"", pk->isa);
+    printf(", \"peak_isa\": \"%s\"", pk->kernels->isa);
     fa_json_num("peak_1thread_gflops", pk->one_thread, pk->one_thread > 0);
     fa_json_num("peak_rounds_gflops", r->peak_gflops, r->peak_gflops > 0);
     fa_json_num("pct_peak_rounds", 100.0 * gf / r->peak_gflops, r->peak_gflops > 0);
@@ -339,7 +339,7 @@ int cmd_bench(int argc, char **argv) {
 #endif
     bench_peak pk;
     measure_peak(&o, &pk);
-    o.peak_kernels = fa_peak_for_path(flashattn_isa());
+    o.peak_kernels = pk.kernels;
     o.peak_loop = pk.loop;
     if (!o.json) print_header(&o, mode, &pk);
     if (!pk.scaled)
