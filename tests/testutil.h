@@ -50,10 +50,11 @@ extern int tt_passed, tt_failed;
 /* Prints "N passed, N failed" and returns the exit code. */
 int tt_finish(const char *name);
 
-/* Kernel tables this CPU can run; returns the count. */
+/* Kernel tables this CPU can run, less those that differ from an earlier
+ * one only in gemm_bf16 (avx512bf16, amx); returns the count. */
 int tt_isas(const fa_kernels *out[], int max);
 
-/* Those, then test-only tables that take the forward's bf16 dot-product
+/* Every table this CPU can run, then test-only tables that take the forward's bf16 dot-product
  * route on CPUs without AVX512_BF16: the scalar table with the portable
  * gemm_bf16 ("scalar+bf16ref"), and, where AVX-512 runs, the AVX-512 table
  * with the AVX512_BF16 tile built on an emulated instruction
