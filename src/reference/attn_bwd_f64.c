@@ -117,19 +117,6 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
     return FLASHATTN_OK;
 }
 
-/* Contiguous [b, s, h, d] doubles of a tensor (any dtype, any strides). */
-static double *widen(const flashattn_tensor *t) {
-    const size_t n = (size_t)(t->batch * t->seqlen * t->heads * t->head_dim);
-    double *x = malloc((n ? n : 1) * sizeof(double));
-    if (!x) return NULL;
-    for (int64_t b = 0; b < t->batch; b++)
-        for (int64_t s = 0; s < t->seqlen; s++)
-            for (int64_t h = 0; h < t->heads; h++)
-                for (int64_t c = 0; c < t->head_dim; c++)
-                    x[((b * t->seqlen + s) * t->heads + h) * t->head_dim + c] = fa_tensor_get(t, b, s, h, c);
-    return x;
-}
-
 flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn_tensor *k,
                                       const flashattn_tensor *v, const flashattn_tensor *dout,
                                       const flashattn_params *p, double *dq, double *dk,
@@ -142,7 +129,8 @@ flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn
     if (dout->batch != q->batch || dout->seqlen != q->seqlen || dout->heads != q->heads ||
         dout->head_dim != q->head_dim)
         return FLASHATTN_ERR_BAD_SHAPE;
-    double *qd = widen(q), *kd = widen(k), *vd = widen(v), *dod = widen(dout);
+    double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
+    double *dod = fa_tensor_widen(dout);
     s = qd && kd && vd && dod
             ? fa_reference_bwd_f64_dbl(q, k, v, p, qd, kd, vd, dod, dq, dk, dv)
             : FLASHATTN_ERR_OUT_OF_MEMORY;

@@ -31,8 +31,12 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
     float *gq = malloc((size_t)d * sizeof(float));
     double *tk = calloc(nk ? nk : 1, sizeof(double)), *tv = calloc(nk ? nk : 1, sizeof(double));
     double *tq = malloc((size_t)d * sizeof(double));
-    if (!gk || !gv || !gq || !tk || !tv || !tq) {
+    /* widened once (attn_f64.h): the same values as element reads */
+    double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
+    double *od = fa_tensor_widen(o), *dod = fa_tensor_widen(dout);
+    if (!gk || !gv || !gq || !tk || !tv || !tq || !qd || !kd || !vd || !od || !dod) {
         free(gk), free(gv), free(gq), free(tk), free(tv), free(tq);
+        free(qd), free(kd), free(vd), free(od), free(dod);
         return FLASHATTN_ERR_OUT_OF_MEMORY;
     }
     terms[0] = terms[1] = terms[2] = 0.0;
@@ -41,23 +45,26 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
             for (int64_t i = 0; i < pb.seq_q; i++) {
                 const int64_t hk = h / pb.group, lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
                 const float L = lse[(b * pb.heads_q + h) * pb.seq_q + i];
+                const double *qw = qd + fa_widened_at(q, b, i, h, 0);
+                const double *dow = dod + fa_widened_at(dout, b, i, h, 0);
+                const double *ow = od + fa_widened_at(o, b, i, h, 0);
                 float D = 0.0f;
-                for (int64_t c = 0; c < d; c++)
-                    D += (float)fa_tensor_get(dout, b, i, h, c) * (float)fa_tensor_get(o, b, i, h, c);
+                for (int64_t c = 0; c < d; c++) D += (float)dow[c] * (float)ow[c];
                 for (int64_t c = 0; c < d; c++) gq[c] = 0.0f, tq[c] = 0.0;
                 /* LSE = -inf: the row saw no key and contributes nothing */
                 for (int64_t j = lo; j < end && L != -INFINITY; j++) {
+                    const double *kw = kd + fa_widened_at(k, b, j, hk, 0);
+                    const double *vw = vd + fa_widened_at(v, b, j, hk, 0);
                     float sc = 0.0f, dp = 0.0f;
                     for (int64_t c = 0; c < d; c++) {
-                        sc += (float)fa_tensor_get(q, b, i, h, c) * (float)fa_tensor_get(k, b, j, hk, c);
-                        dp += (float)fa_tensor_get(dout, b, i, h, c) * (float)fa_tensor_get(v, b, j, hk, c);
+                        sc += (float)qw[c] * (float)kw[c];
+                        dp += (float)dow[c] * (float)vw[c];
                     }
                     const float pj = expf(sc * scale - L), ds = pj * (dp - D);
                     const double t = (double)pj * (fabs(dp) + fabs(D));
                     const size_t kr = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
                     for (int64_t c = 0; c < d; c++) {
-                        const double qc = fa_tensor_get(q, b, i, h, c), kc = fa_tensor_get(k, b, j, hk, c);
-                        const double oc = fa_tensor_get(dout, b, i, h, c);
+                        const double qc = qw[c], kc = kw[c], oc = dow[c];
                         gq[c] += ds * (float)kc;
                         gk[kr + c] += ds * (float)qc;
                         gv[kr + c] += pj * (float)oc;
@@ -77,6 +84,7 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
         terms[1] = fmax(terms[1], tk[x] * scale), terms[2] = fmax(terms[2], tv[x]);
     }
     free(gk), free(gv), free(gq), free(tk), free(tv), free(tq);
+    free(qd), free(kd), free(vd), free(od), free(dod);
     return FLASHATTN_OK;
 }
 

@@ -17,6 +17,18 @@ double fa_tensor_get(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h,
     }
 }
 
+double *fa_tensor_widen(const flashattn_tensor *t) {
+    const size_t n = (size_t)(t->batch * t->seqlen * t->heads * t->head_dim);
+    double *x = malloc((n ? n : 1) * sizeof(double));
+    if (!x) return NULL;
+    for (int64_t b = 0; b < t->batch; b++)
+        for (int64_t s = 0; s < t->seqlen; s++)
+            for (int64_t h = 0; h < t->heads; h++)
+                for (int64_t c = 0; c < t->head_dim; c++)
+                    x[fa_widened_at(t, b, s, h, c)] = fa_tensor_get(t, b, s, h, c);
+    return x;
+}
+
 flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn_tensor *k,
                                       const flashattn_tensor *v, const flashattn_params *user,
                                       double *o, double *lse) {
@@ -30,32 +42,37 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
     const double scale = p.scale != 0.0f ? (double)p.scale : 1.0 / sqrt((double)pb.head_dim);
     const int64_t d = pb.head_dim;
     double *sc = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(double));
-    if (!sc) return FLASHATTN_ERR_OUT_OF_MEMORY;
+    double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
+    if (!sc || !qd || !kd || !vd) {
+        free(sc), free(qd), free(kd), free(vd);
+        return FLASHATTN_ERR_OUT_OF_MEMORY;
+    }
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++) {
             const int64_t hk = h / pb.group;
             for (int64_t i = 0; i < pb.seq_q; i++) {
                 const int64_t lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
                 double *orow = o + ((b * pb.seq_q + i) * pb.heads_q + h) * d;
+                const double *qr = qd + fa_widened_at(q, b, i, h, 0);
                 double mx = -INFINITY, sum = 0.0;
                 for (int64_t j = lo; j < end; j++) {
+                    const double *kr = kd + fa_widened_at(k, b, j, hk, 0);
                     double acc = 0.0;
-                    for (int64_t c = 0; c < d; c++)
-                        acc += fa_tensor_get(q, b, i, h, c) * fa_tensor_get(k, b, j, hk, c);
+                    for (int64_t c = 0; c < d; c++) acc += qr[c] * kr[c];
                     sc[j] = acc * scale;
                     if (sc[j] > mx) mx = sc[j];
                 }
                 for (int64_t c = 0; c < d; c++) orow[c] = 0.0;
                 for (int64_t j = lo; j < end; j++) {
-                    const double pj = exp(sc[j] - mx);
+                    const double pj = exp(sc[j] - mx), *vr = vd + fa_widened_at(v, b, j, hk, 0);
                     sum += pj;
-                    for (int64_t c = 0; c < d; c++) orow[c] += pj * fa_tensor_get(v, b, j, hk, c);
+                    for (int64_t c = 0; c < d; c++) orow[c] += pj * vr[c];
                 }
                 if (sum > 0.0)
                     for (int64_t c = 0; c < d; c++) orow[c] /= sum;
                 if (lse) lse[(b * pb.heads_q + h) * pb.seq_q + i] = sum > 0.0 ? mx + log(sum) : -INFINITY;
             }
         }
-    free(sc);
+    free(sc), free(qd), free(kd), free(vd);
     return FLASHATTN_OK;
 }

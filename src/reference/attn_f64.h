@@ -18,4 +18,15 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
 /* Element (b, s, h, c) of a tensor, widened to double. */
 double fa_tensor_get(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h, int64_t c);
 
+/* The whole tensor as contiguous [batch, seqlen, heads, head_dim] doubles
+ * (malloc'd; NULL when out of memory), for the references' inner loops:
+ * a getter call per element there made them most of a sanitizer test run. */
+double *fa_tensor_widen(const flashattn_tensor *t);
+
+/* Index of element (b, s, h, c) in fa_tensor_widen's array of t. */
+static inline size_t fa_widened_at(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h,
+                                   int64_t c) {
+    return (size_t)(((b * t->seqlen + s) * t->heads + h) * t->head_dim + c);
+}
+
 #endif

@@ -29,20 +29,22 @@ flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn
     const float scale = p.scale != 0.0f ? p.scale : 1.0f / sqrtf((float)D);
     float *s = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(float));
     float *o = malloc((size_t)D * sizeof(float));
-    if (!s || !o) {
-        free(s);
-        free(o);
+    /* widened once: (float) of the double is the element's value, as before */
+    double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
+    if (!s || !o || !qd || !kd || !vd) {
+        free(s), free(o), free(qd), free(kd), free(vd);
         return FLASHATTN_ERR_OUT_OF_MEMORY;
     }
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
                 const int64_t lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i), hk = h / pb.group;
+                const double *qr = qd + fa_widened_at(q, b, i, h, 0);
                 float mx = -INFINITY, sum = 0.0f;
                 for (int64_t j = lo; j < end; j++) {
+                    const double *kr = kd + fa_widened_at(k, b, j, hk, 0);
                     float acc = 0.0f;
-                    for (int64_t c = 0; c < D; c++)
-                        acc += (float)fa_tensor_get(q, b, i, h, c) * (float)fa_tensor_get(k, b, j, hk, c);
+                    for (int64_t c = 0; c < D; c++) acc += (float)qr[c] * (float)kr[c];
                     s[j] = acc * scale;
                     if (s[j] > mx) mx = s[j];
                 }
@@ -51,12 +53,13 @@ flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn
                     s[j] = expf(s[j] - mx);
                     sum += s[j];
                 }
-                for (int64_t j = lo; j < end; j++)
-                    for (int64_t c = 0; c < D; c++) o[c] += s[j] / sum * (float)fa_tensor_get(v, b, j, hk, c);
+                for (int64_t j = lo; j < end; j++) {
+                    const double *vr = vd + fa_widened_at(v, b, j, hk, 0);
+                    for (int64_t c = 0; c < D; c++) o[c] += s[j] / sum * (float)vr[c];
+                }
                 double *orow = out + ((b * pb.seq_q + i) * pb.heads_q + h) * D;
                 for (int64_t c = 0; c < D; c++) orow[c] = round_to(o[c], out_dtype);
             }
-    free(s);
-    free(o);
+    free(s), free(o), free(qd), free(kd), free(vd);
     return FLASHATTN_OK;
 }
