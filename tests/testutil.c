@@ -84,8 +84,8 @@ static int same_but_bf16(const fa_kernels *a, const fa_kernels *b) {
 /* Paths whose tables equal an earlier path's but for gemm_bf16 (avx512bf16
  * and amx are the avx512 table with another bf16 tile) are left out unless
  * with_bf16: gemm_bf16 is the one entry they add, and only the bf16 dot
- * route reaches it. Running every f32 and f16 case again on the same
- * kernels took a third more of the sanitizer run on a CPU with both. */
+ * route reaches it, so f32 and f16 cases there would run the same kernels
+ * again (tt_isas_dot lists them for the bf16 cases). */
 static int isas(const fa_kernels *out[], int max, int with_bf16) {
     const char *names[8];
     int n = fa_available_isas(names, 8);
