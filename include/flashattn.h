@@ -90,6 +90,9 @@ typedef enum flashattn_dtype {
     FLASHATTN_DTYPE_COUNT
 } flashattn_dtype;
 
+/* Bytes of one element of dt; 0 for a value that is not a flashattn_dtype. */
+FLASHATTN_API size_t flashattn_dtype_size(flashattn_dtype dt);
+
 /* A 4-D tensor view: element strides per dimension, in elements (not bytes). */
 typedef struct flashattn_tensor {
     void *data;

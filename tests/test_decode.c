@@ -25,7 +25,7 @@
 #include "api/decode.h"
 #include "api/validate.h"
 #include "plan/tiles_decode.h"
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 #include "reference/attn_f64.h"
 #include "reference/attn_std_f32.h"
 #include "testutil.h"
@@ -54,7 +54,7 @@ typedef struct {
     flashattn_kv_cache cache;
 } fixture;
 
-static size_t esize(flashattn_dtype dt) { return dt == FLASHATTN_F32 ? 4 : 2; }
+static size_t esize(flashattn_dtype dt) { return flashattn_dtype_size(dt); }
 
 static const char *dtn(flashattn_dtype dt) {
     return dt == FLASHATTN_F32 ? "f32" : dt == FLASHATTN_F16 ? "f16" : "bf16";

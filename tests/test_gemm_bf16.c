@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 #include "kernels/ref/ref.h"
 #include "testutil.h"
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 #include "kernels/ref/ref.h"
 #include "testutil.h"
 
@@ -128,7 +128,7 @@ static void gemm_by_tiles(int m, int n, int64_t k, const float *a, int64_t lda, 
 static void check_rows(const fa_kernels *kern, int t, int m, int n, int64_t k, int accumulate,
                        int odd, uint64_t *rng) {
     const flashattn_dtype dt = dtypes[t];
-    const size_t es = dt == FLASHATTN_F32 ? 4 : 2;
+    const size_t es = flashattn_dtype_size(dt);
     const int64_t lda = k + (odd ? 3 : 0), ldb = n + (odd ? 5 : 0), ldc = n + (odd ? 7 : 0) + 1;
     const size_t na = m > 0 ? (size_t)((m - 1) * lda + k) : 0;
     const size_t nb = k > 0 ? (size_t)((k - 1) * ldb + n) : 0;

@@ -22,7 +22,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 #include "kernels/ref/ref.h"
 #include "testutil.h"
 
@@ -380,7 +380,7 @@ static void test_exp2_nan(const fa_kernels *kn) {
 static const float muls[] = {1.0f, 0.125f, 0.08838834764831845f, -3.0f, 0.12751743f};
 static const char *const dt_names[] = {"f32", "f16", "bf16"};
 
-static size_t dt_size(flashattn_dtype dt) { return dt == FLASHATTN_F32 ? 4 : 2; }
+static size_t dt_size(flashattn_dtype dt) { return flashattn_dtype_size(dt); }
 
 static void load_case(const fa_kernels *kn, flashattn_dtype dt, const void *src, int64_t n,
                       float mul, const char *what) {
@@ -541,7 +541,7 @@ static void test_transpose_page_end(const fa_kernels *kn) {
         for (size_t c = 0; c < sizeof colsv / sizeof colsv[0]; c++)
             for (int dt = 0; dt < 3; dt++) {
                 const int rows = rowsv[r];
-                const int64_t cols = colsv[c], es = dt == FLASHATTN_F32 ? 4 : 2;
+                const int64_t cols = colsv[c], es = (int64_t)flashattn_dtype_size(dt);
                 char *src = map + page - (size_t)(rows * cols * es);
                 for (int64_t i = 0; i < rows * cols * es; i++) src[i] = (char)(i * 37 + 11);
                 for (int64_t i = 0; i < 40 * 24; i++) x[i] = y[i] = 0.0f;

@@ -36,12 +36,13 @@ static void pack(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_
                  int pairs, float *kdst, float *vdst, float *tmp) {
     for (int64_t j0 = 0; j0 < pb->seq_k; j0 += chunk) {
         const int64_t j1 = j0 + chunk < pb->seq_k ? j0 + chunk : pb->seq_k;
+        const fa_seq seq = fa_seq_of(pb, b);
         if (pairs) {
-            fa_pack_k_pairs(pb, kern, b, hk, j0, j1, (uint32_t *)kdst);
-            fa_pack_v_pairs(pb, kern, b, hk, j0, j1, (uint32_t *)vdst);
+            fa_pack_k_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)kdst);
+            fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vdst);
         } else {
-            fa_pack_k(pb, kern, b, hk, j0, j1, kdst, tmp);
-            fa_pack_v(pb, kern, b, hk, j0, j1, vdst, tmp);
+            fa_pack_k(pb, kern, &seq, hk, j0, j1, kdst);
+            fa_pack_v(pb, kern, &seq, hk, j0, j1, vdst, tmp);
         }
     }
 }

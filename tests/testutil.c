@@ -37,7 +37,7 @@ tt_tensor tt_alloc(flashattn_dtype dt, int64_t b, int64_t s, int64_t h, int64_t 
         x.t.stride_head = row * s;
         x.t.stride_batch = row * s * h;
     }
-    size_t es = dt == FLASHATTN_F32 ? 4 : 2;
+    size_t es = flashattn_dtype_size(dt);
     x.bytes = (size_t)(b * s * h * row) * es;
     x.mem = malloc(x.bytes ? x.bytes : 1);
     tt_fill_sentinel(x.mem, x.bytes);

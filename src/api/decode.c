@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/status.h"
+#include "core/status.h"
 #include "api/workspace.h"
 #include "api/validate.h"
 #include "dispatch/isa.h"

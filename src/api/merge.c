@@ -1,14 +1,12 @@
 /* Public merge of partial (O, LSE) results: validate, then the driver's
  * merge (the code decode's split-KV runs too). */
 #include "api/decode.h"
-#include "api/status.h"
+#include "core/status.h"
+#include "core/threads.h"
 #include "api/validate.h"
 #include "dispatch/isa.h"
 #include "driver/merge.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 flashattn_status fa_merge_ex(int64_t n_parts, const flashattn_tensor *o_parts,
                              const float *const *lse_parts, const flashattn_tensor *o, float *lse,
@@ -19,12 +17,9 @@ flashattn_status fa_merge_ex(int64_t n_parts, const flashattn_tensor *o_parts,
     if (!kern) return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "kernel path not available on this CPU");
     if ((s = fa_read_params(user, &p))) return s;
     if ((s = fa_validate_merge(n_parts, o_parts, lse_parts, o))) return s;
-    int threads = p.num_threads;
-#ifdef _OPENMP
-    if (threads == 0) threads = omp_get_max_threads();
-#endif
+    const int threads = fa_threads_or_default(p.num_threads);
     const fa_merge_job job = {n_parts, o_parts, lse_parts, o, lse};
-    fa_merge_run(kern, &job, threads > 0 ? threads : 1);
+    fa_merge_run(kern, &job, threads);
     return FLASHATTN_OK;
 }
 

@@ -1,5 +1,10 @@
-/* Descriptor helpers for the two common contiguous layouts. */
+/* Descriptor helpers: element sizes and the two common contiguous layouts. */
+#include "core/dtype.h"
 #include "flashattn.h"
+
+size_t flashattn_dtype_size(flashattn_dtype dt) {
+    return fa_dtype_valid(dt) ? (size_t)fa_dtype_bytes(dt) : 0;
+}
 
 flashattn_tensor flashattn_tensor_bshd(void *data, flashattn_dtype dtype, int64_t batch,
                                        int64_t seqlen, int64_t heads, int64_t head_dim) {

@@ -10,17 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/status.h"
+#include "core/dtype.h"
+#include "core/size.h"
+#include "core/status.h"
 #include "kernels/kernels.h"
-
-size_t fa_dtype_size(flashattn_dtype dt) {
-    switch (dt) {
-    case FLASHATTN_F32: return 4;
-    case FLASHATTN_F16:
-    case FLASHATTN_BF16: return 2;
-    default: return 0;
-    }
-}
 
 void flashattn_params_init(flashattn_params *p) {
     if (!p) return;
@@ -80,14 +73,14 @@ static flashattn_status tensor_extent(const flashattn_tensor *t, const char *nam
     }
     size_t bytes;
     if ((uint64_t)last >= SIZE_MAX / 8 ||
-        !fa_mul_size((size_t)last + 1, fa_dtype_size(t->dtype), &bytes))
+        !fa_mul_size((size_t)last + 1, (size_t)fa_dtype_bytes(t->dtype), &bytes))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: its byte size overflows size_t", name);
     return FLASHATTN_OK;
 }
 
 static flashattn_status check_tensor(const flashattn_tensor *t, const char *name) {
     if (!t) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "%s is NULL", name);
-    if ((unsigned)t->dtype >= FLASHATTN_DTYPE_COUNT)
+    if (!fa_dtype_valid(t->dtype))
         return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "%s.dtype is %d, not a flashattn_dtype", name,
                        (int)t->dtype);
     if (t->batch < 0 || t->seqlen < 0)
@@ -131,7 +124,7 @@ static int rows_distinct(const flashattn_tensor *t) {
 static flashattn_status check_seqlens(const fa_decode_problem *dp, int64_t capacity,
                                       int64_t num_pages) {
     for (int64_t b = 0; b < dp->base.batch; b++) {
-        const int64_t len = fa_decode_cached(dp, b);
+        const int64_t len = fa_kv_given(&dp->base, b);
         if (len < 0 || len > capacity)
             return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
                            "cache seqlens[%lld] = %lld: must be in 0..%lld (the capacity)",
@@ -179,8 +172,8 @@ static flashattn_status check_cache(const flashattn_kv_cache *c, const flashattn
         return fa_fail(FLASHATTN_ERR_NULL_POINTER, "cache.seqlens_i32 and seqlens_i64 are NULL");
     if (c->seqlens_i32 && c->seqlens_i64)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "set one of cache.seqlens_i32 and seqlens_i64");
-    dp->seqlens_i32 = c->seqlens_i32;
-    dp->seqlens_i64 = c->seqlens_i64;
+    dp->base.kv_lens_i32 = c->seqlens_i32;
+    dp->base.kv_lens_i64 = c->seqlens_i64;
     dp->block_table = c->block_table;
     if (!c->block_table) {
         if (c->k.batch != q->batch)
@@ -231,7 +224,7 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
                 return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
                                "k_new and v_new must be [q's batch, seq_new, the cache's heads, head_dim]");
         dp->k_new = k_new, dp->v_new = v_new;
-        dp->seq_new = k_new->seqlen;
+        dp->seq_new = dp->base.kv_add = k_new->seqlen;
     }
     size_t lse_elems;
     if (!fa_mul_size((size_t)q->batch, (size_t)q->heads, &lse_elems) ||
@@ -255,7 +248,7 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     pb->group = q->heads / heads_kv;
     float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)d);
     pb->scale_log2 = scale * 1.4426950408889634f;
-    dp->top_left = p->align == FLASHATTN_ALIGN_TOP_LEFT;
+    pb->top_left = p->align == FLASHATTN_ALIGN_TOP_LEFT;
     /* As in the forward, with the capacity bounding every sequence. */
     pb->left = p->window_left;
     pb->right = p->window_right;
@@ -332,7 +325,7 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     pb->group = q->heads / k->heads;
     float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)q->head_dim);
     pb->scale_log2 = scale * 1.4426950408889634f;
-    pb->diag = p->align == FLASHATTN_ALIGN_BOTTOM_RIGHT ? pb->seq_k - pb->seq_q : 0;
+    pb->top_left = p->align == FLASHATTN_ALIGN_TOP_LEFT;
     pb->left = p->window_left;
     pb->right = p->window_right;
     /* A bound wider than both sequences is no bound; dropping it also keeps

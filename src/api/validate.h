@@ -4,8 +4,8 @@
 
 #include <stddef.h>
 
-#include "driver/problem.h"
-#include "driver/decode_problem.h"
+#include "core/decode_problem.h"
+#include "core/problem.h"
 
 /* Copy user params (NULL: defaults) into a full-size struct after checking
  * struct_size, so later fields can be added without breaking old callers. */
@@ -35,11 +35,5 @@ flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tens
                                  const flashattn_tensor *dq, const flashattn_tensor *dk,
                                  const flashattn_tensor *dv, const flashattn_params *p,
                                  fa_bwd_problem *pb);
-
-/* Checked size arithmetic: return 0 on overflow. */
-static inline int fa_mul_size(size_t a, size_t b, size_t *r) { return !__builtin_mul_overflow(a, b, r); }
-static inline int fa_add_size(size_t a, size_t b, size_t *r) { return !__builtin_add_overflow(a, b, r); }
-
-size_t fa_dtype_size(flashattn_dtype dt);
 
 #endif

@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "api/status.h"
+#include "core/status.h"
 
 flashattn_status fa_workspace_get(void *user, size_t user_bytes, size_t need, void **ws,
                                   void **owned) {

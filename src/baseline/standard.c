@@ -10,14 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/status.h"
+#include "core/status.h"
 #include "api/validate.h"
+#include "core/size.h"
 #include "driver/pack.h"
-#include "driver/threads.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "core/threads.h"
 
 #define STD_ALIGN 16      /* floats: 64-byte alignment of every region */
 #define STD_BLOCK_M 64    /* rows per work item, before shrinking for threads */
@@ -37,19 +34,13 @@ typedef struct {
     size_t workspace_bytes;
 } std_plan;
 
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
 static flashattn_status plan_standard(const fa_problem *pb, const flashattn_params *p,
                                       const fa_kernels *kern, std_plan *sp) {
-#ifdef _OPENMP
-    sp->threads = p->num_threads > 0 ? p->num_threads : omp_get_max_threads();
-#else
-    sp->threads = 1;
-#endif
+    sp->threads = fa_threads_or_default(p->num_threads);
     const size_t d = (size_t)pb->head_dim, dp = (size_t)pb->head_dim_pad;
     const size_t nr = (size_t)kern->nr, sq = (size_t)pb->seq_q, sk = (size_t)pb->seq_k;
     const int64_t heads = pb->batch * pb->heads_q;
-    sp->ld_s = (int64_t)round_up(sk, FA_COL_ALIGN);
+    sp->ld_s = (int64_t)fa_round_up(sk, FA_COL_ALIGN);
     /* For few query rows the forward reads K and V in place (decode's
      * driver: plan/fwd_route.h), and so does this baseline where that is
      * its faster choice: S = Q K^T on gemm_nt from the K rows, P V on
@@ -61,12 +52,12 @@ static flashattn_status plan_standard(const fa_problem *pb, const flashattn_para
     size_t s_bytes, kf, vf;
     if (!fa_mul_size(sq, (size_t)sp->ld_s, &sp->s_floats) ||
         !fa_mul_size(sp->s_floats, sizeof(float), &s_bytes) ||
-        !fa_mul_size(round_up(sk, nr), d, &kf) || !fa_mul_size(sk, dp, &vf))
+        !fa_mul_size(fa_round_up(sk, nr), d, &kf) || !fa_mul_size(sk, dp, &vf))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "standard attention: S size overflows");
-    sp->s_floats = round_up(sp->s_floats, STD_ALIGN);
-    sp->kpack_floats = sp->in_place ? 0 : round_up(kf, STD_ALIGN);
-    sp->vpack_floats = sp->in_place ? 0 : round_up(vf, STD_ALIGN);
-    sp->rinv_floats = round_up(sq, STD_ALIGN);
+    sp->s_floats = fa_round_up(sp->s_floats, STD_ALIGN);
+    sp->kpack_floats = sp->in_place ? 0 : fa_round_up(kf, STD_ALIGN);
+    sp->vpack_floats = sp->in_place ? 0 : fa_round_up(vf, STD_ALIGN);
+    sp->rinv_floats = fa_round_up(sq, STD_ALIGN);
 
     int64_t hp = s_bytes ? (int64_t)(FA_STD_PASS_BYTES / s_bytes) : heads;
     if (hp > heads) hp = heads;
@@ -81,7 +72,7 @@ static flashattn_status plan_standard(const fa_problem *pb, const flashattn_para
     while (bm > kern->mr && hp * (((int64_t)sq + bm - 1) / bm) < 4 * (int64_t)sp->threads)
         bm -= kern->mr;
     sp->block_m = bm;
-    sp->thread_floats = round_up((size_t)bm * d, STD_ALIGN) + round_up((size_t)bm * dp, STD_ALIGN);
+    sp->thread_floats = fa_round_up((size_t)bm * d, STD_ALIGN) + fa_round_up((size_t)bm * dp, STD_ALIGN);
 
     size_t per_pass, total = 0, part;
     if (!fa_add_size(sp->s_floats, sp->rinv_floats, &per_pass) ||
@@ -131,8 +122,9 @@ typedef struct {
  * row, so the union is the first row's lo to the last row's end. An empty
  * range comes back as lo == end <= seq_k. */
 static void block_keys(const fa_problem *pb, int64_t i0, int64_t i1, int64_t *lo, int64_t *end) {
-    *lo = fa_key_lo(pb, i0);
-    *end = fa_key_end(pb, i1 - 1);
+    const fa_mask m = fa_seq_of(pb, 0).mask;
+    *lo = fa_mask_lo(&m, i0);
+    *end = fa_mask_end(&m, i1 - 1);
     if (*lo > *end) *lo = *end;
 }
 
@@ -171,9 +163,10 @@ static void phase_softmax(const fa_problem *pb, const std_plan *sp, const fa_ker
     float *rinv = ps->rinv + (size_t)(hh - ps->h0) * sp->rinv_floats;
     int64_t blo, bend;
     block_keys(pb, i0, i1, &blo, &bend);
+    const fa_mask mask = fa_seq_of(pb, 0).mask;
     for (int64_t i = i0; i < i1; i++) {
         float *row = s + i * sp->ld_s;
-        int64_t lo = fa_key_lo(pb, i), end = fa_key_end(pb, i);
+        int64_t lo = fa_mask_lo(&mask, i), end = fa_mask_end(&mask, i);
         if (lo > bend) lo = bend; /* a window can start past the last key */
         if (end < lo) end = lo;
         memset(row + blo, 0, (size_t)(lo - blo) * sizeof(float));
@@ -199,7 +192,7 @@ static void phase_output(const fa_problem *pb, const std_plan *sp, const fa_kern
                       sp->kpack_floats;
     const float *p = ps->s + (size_t)(hh - ps->h0) * sp->s_floats + (size_t)i0 * (size_t)sp->ld_s;
     const float *rinv = ps->rinv + (size_t)(hh - ps->h0) * sp->rinv_floats + i0;
-    float *acc = tw + round_up((size_t)sp->block_m * (size_t)pb->head_dim, STD_ALIGN);
+    float *acc = tw + fa_round_up((size_t)sp->block_m * (size_t)pb->head_dim, STD_ALIGN);
     int64_t lo, end;
     block_keys(pb, i0, i1, &lo, &end);
     if (end == lo) memset(acc, 0, (size_t)(m * dp) * sizeof(float));
@@ -248,9 +241,9 @@ static void run_standard(const fa_problem *pb, const std_plan *sp, const fa_kern
                 const int64_t g = g0 + it / nchunks, j0 = it % nchunks * chunk;
                 const int64_t j1 = j0 + chunk < pb->seq_k ? j0 + chunk : pb->seq_k;
                 float *kp = ps.packs + (size_t)(g - g0) * (sp->kpack_floats + sp->vpack_floats);
-                fa_pack_k(pb, kern, g / pb->heads_kv, g % pb->heads_kv, j0, j1, kp, tw);
-                fa_pack_v(pb, kern, g / pb->heads_kv, g % pb->heads_kv, j0, j1,
-                          kp + sp->kpack_floats, tw);
+                const fa_seq seq = fa_seq_of(pb, g / pb->heads_kv);
+                fa_pack_k(pb, kern, &seq, g % pb->heads_kv, j0, j1, kp);
+                fa_pack_v(pb, kern, &seq, g % pb->heads_kv, j0, j1, kp + sp->kpack_floats, tw);
             }
 #pragma omp for schedule(dynamic)
             for (int64_t it = 0; it < nh * rblocks; it++) {

@@ -5,7 +5,7 @@
  */
 #include "baseline/standard.h"
 
-#include "api/status.h"
+#include "core/status.h"
 
 #ifdef FA_HAVE_CBLAS
 #include <cblas.h>
@@ -15,11 +15,9 @@
 #include <string.h>
 
 #include "api/validate.h"
+#include "core/size.h"
+#include "core/threads.h"
 #include "driver/pack.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* BLAS reads a matrix with one int row stride: rows of a head must not
  * overlap, and every size must fit an int. */
@@ -47,11 +45,7 @@ static flashattn_status prepare(const flashattn_tensor *q, const flashattn_tenso
     if (!blas_rows_ok(q) || !blas_rows_ok(k) || !blas_rows_ok(v) || !blas_rows_ok(o))
         return fa_fail(FLASHATTN_ERR_BAD_STRIDE,
                        "the CBLAS baseline needs stride_seq >= head_dim and int-sized rows");
-#ifdef _OPENMP
-    *threads = p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
-#else
-    *threads = 1;
-#endif
+    *threads = fa_threads_or_default(p.num_threads);
     size_t n;
     if (!fa_mul_size((size_t)pb->seq_q, (size_t)pb->seq_k, &n) || n > INT_MAX ||
         !fa_add_size(n, (size_t)pb->seq_q + 16, &n) || !fa_mul_size(n, sizeof(float), &n) ||
@@ -75,10 +69,11 @@ flashattn_status fa_standard_cblas_workspace_size(const flashattn_tensor *q,
 static void softmax_rows(const fa_problem *pb, const fa_kernels *kern, float *s, float *rinv,
                          int threads) {
     const int64_t sk = pb->seq_k;
+    const fa_mask mask = fa_seq_of(pb, 0).mask;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t i = 0; i < pb->seq_q; i++) {
         float *row = s + i * sk;
-        int64_t lo = fa_key_lo(pb, i), end = fa_key_end(pb, i);
+        int64_t lo = fa_mask_lo(&mask, i), end = fa_mask_end(&mask, i);
         if (lo > sk) lo = sk;
         if (end < lo) end = lo;
         memset(row, 0, (size_t)lo * sizeof(float));

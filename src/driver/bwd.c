@@ -21,8 +21,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/tensor.h"
+#include "core/threads.h"
 #include "driver/pack.h"
-#include "driver/threads.h"
 
 #define FA_LOG2E 1.44269504088896340736
 
@@ -49,16 +50,21 @@ static double row_dot(const float *x, const float *y, int64_t n) {
 }
 
 static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
-                        int64_t g, float *gbase, int64_t hi, int64_t qb, float *tmp) {
+                        const fa_seq *seq, int64_t hk, void *gbase, int64_t hi, int64_t qb,
+                        float *tmp) {
     const fa_problem *f = &pb->f;
+    /* sq: the packed rows' count, the layout's; the sequence has seq_q of them */
     const int64_t d = f->head_dim, nr = kern->nr, bm = plan->block_m, sq = f->seq_q;
     const int64_t da = d + 1, cols = plan->col_panels * nr;
-    const int64_t b = g / f->heads_kv, h = g % f->heads_kv * f->group + hi;
-    const int64_t i0 = qb * bm, i1 = i0 + bm < sq ? i0 + bm : sq;
-    float *qs = fa_bwd_head(plan, gbase, hi), *qt = qs + plan->rows_floats;
-    float *dos = qt + plan->panels_floats, *dot = dos + plan->rows_floats;
+    const int64_t b = seq->b, h = hk * f->group + hi, q0 = seq->q0;
+    const int64_t i0 = qb * bm, i1 = i0 + bm < seq->seq_q ? i0 + bm : seq->seq_q;
+    void *head = fa_bwd_head(plan, gbase, hi);
+    float *qs = fa_bwd_head_part(plan, head, FA_BWD_HEAD_QS);
+    float *qt = fa_bwd_head_part(plan, head, FA_BWD_HEAD_QT);
+    float *dos = fa_bwd_head_part(plan, head, FA_BWD_HEAD_DOS);
+    float *dot = fa_bwd_head_part(plan, head, FA_BWD_HEAD_DOT);
     float *qr = tmp, *dr = tmp + cols, *orow = tmp + 2 * cols;
-    const float *lse = pb->lse + (b * f->heads_q + h) * sq;
+    const float *lse = fa_lse_at(f, (float *)pb->lse, seq, h, 0);
 
     memset(qr + d, 0, (size_t)(cols - d) * sizeof(float));
     memset(dr + d, 0, (size_t)(cols - d) * sizeof(float));
@@ -75,20 +81,20 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
         for (int64_t p0 = i0; p0 < i1; p0 += nr) {
             const int rows = (int)(i1 - p0 < nr ? i1 - p0 : nr);
             float *qp = qt + p0 / nr * da * nr, *dop = dot + p0 / nr * da * nr;
-            kern->transpose(qp, nr, fa_row_ptr(f->q, b, p0, h), f->q->stride_seq, f->q->dtype,
-                            rows, d);
+            kern->transpose(qp, nr, fa_row_ptr(f->q, b, q0 + p0, h), f->q->stride_seq,
+                            f->q->dtype, rows, d);
             kern->scale(qp, d * nr, f->scale_log2);
-            kern->transpose(dop, nr, fa_row_ptr(pb->dout, b, p0, h), pb->dout->stride_seq,
+            kern->transpose(dop, nr, fa_row_ptr(pb->dout, b, q0 + p0, h), pb->dout->stride_seq,
                             pb->dout->dtype, rows, d);
         }
     for (int64_t i = i0; i < i1; i++) {
-        kern->load(qr, fa_row_ptr(f->q, b, i, h), f->q->dtype, d, 1.0f);
-        kern->load(dr, fa_row_ptr(pb->dout, b, i, h), pb->dout->dtype, d, 1.0f);
-        kern->load(orow, fa_row_ptr(f->o, b, i, h), f->o->dtype, d, 1.0f);
+        kern->load(qr, fa_row_ptr(f->q, b, q0 + i, h), f->q->dtype, d, 1.0f);
+        kern->load(dr, fa_row_ptr(pb->dout, b, q0 + i, h), pb->dout->dtype, d, 1.0f);
+        kern->load(orow, fa_row_ptr(f->o, b, q0 + i, h), f->o->dtype, d, 1.0f);
         float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
         if (plan->bf16_dot) {
-            fa_pairs_down((uint32_t *)qp, nr, fa_row_ptr(f->q, b, i, h), d);
-            fa_pairs_down((uint32_t *)dop, nr, fa_row_ptr(pb->dout, b, i, h), d);
+            fa_pairs_down((uint32_t *)qp, nr, fa_row_ptr(f->q, b, q0 + i, h), d);
+            fa_pairs_down((uint32_t *)dop, nr, fa_row_ptr(pb->dout, b, q0 + i, h), d);
         }
         kern->scale(qr, d, pb->scale);
         for (int64_t p = 0; p < plan->col_panels; p++) {
@@ -99,7 +105,7 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
         dop[d * nr] = (float)row_dot(dr, orow, d);
     }
     /* Queries past seq_q in the last panel: P = 0 and dP - D = 0. */
-    for (int64_t i = i1; i1 == f->seq_q && i % nr; i++) {
+    for (int64_t i = i1; i1 == seq->seq_q && i % nr; i++) {
         float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
         for (int64_t c = 0; c < d; c++) qp[c * nr] = dop[c * nr] = 0.0f;
         qp[d * nr] = INFINITY;
@@ -111,11 +117,12 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
 }
 
 static void reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
-                          int64_t g, float *gbase, int64_t hi, int64_t qb, float *sum, float *row) {
+                          const fa_seq *seq, int64_t hk, void *gbase, int64_t hi, int64_t qb,
+                          float *sum, float *row) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, bm = plan->block_m;
-    const int64_t b = g / f->heads_kv, h = g % f->heads_kv * f->group + hi;
-    const int64_t i0 = qb * bm, i1 = i0 + bm < f->seq_q ? i0 + bm : f->seq_q;
+    const int64_t b = seq->b, h = hk * f->group + hi;
+    const int64_t i0 = qb * bm, i1 = i0 + bm < seq->seq_q ? i0 + bm : seq->seq_q;
     const float *acc = fa_bwd_slot(plan, f, gbase, 0, hi, qb);
     if (plan->slots > 1) {
         memcpy(sum, acc, (size_t)(d * bm) * sizeof(float));
@@ -131,33 +138,38 @@ static void reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, con
         const int64_t n = i1 - r0 < 16 ? i1 - r0 : 16;
         kern->transpose(row, d, acc + (r0 - i0), bm, FLASHATTN_F32, (int)d, n);
         for (int64_t i = r0; i < r0 + n; i++)
-            kern->store((void *)fa_row_ptr(pb->dq, b, i, h), pb->dq->dtype, row + (i - r0) * d, d,
-                        pb->scale);
+            kern->store((void *)fa_row_ptr(pb->dq, b, seq->q0 + i, h), pb->dq->dtype,
+                        row + (i - r0) * d, d, pb->scale);
     }
 }
+
+/* Group g0 + gi of a pass: its sequence and kv-head, and its area. */
+static fa_seq group_seq(const fa_problem *f, int64_t g) { return fa_seq_of(f, g / f->heads_kv); }
 
 void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                 void *ws) {
     const fa_problem *f = &pb->f;
-    float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    float *thread_area = base + plan->group_floats * (size_t)plan->groups_per_pass;
+    void *base = fa_layout_base(ws);
     const int64_t groups = f->batch * f->heads_kv;
     const int64_t qblocks = plan->qblocks, kvblocks = plan->kvblocks, bn = plan->block_n;
     if (groups == 0) return;
 
 #pragma omp parallel num_threads(plan->threads)
     {
-        float *tw = thread_area + plan->thread_floats * (size_t)fa_thread_id();
+        void *tw = fa_region_at(&plan->ws, base, FA_BWD_WS_THREADS, (size_t)fa_thread_id());
+        float *row = fa_bwd_tile(plan, tw, FA_BWD_THREAD_ROW);
         for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
             const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0
                                                                     : plan->groups_per_pass;
             const int64_t heads = ng * f->group;
 #pragma omp for schedule(dynamic)
             for (int64_t it = 0; it < heads * qblocks; it++) {
-                const int64_t hh = it / qblocks;
-                float *gbase = base + plan->group_floats * (size_t)(hh / f->group);
-                pack_qblock(pb, plan, kern, g0 + hh / f->group, gbase, hh % f->group, it % qblocks,
-                            tw + plan->t_row);
+                const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
+                const fa_seq seq = group_seq(f, g0 + gi);
+                if (qb * plan->block_m >= seq.seq_q) continue;
+                void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
+                pack_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase, hh % f->group, qb,
+                            row);
             }
             /* implicit barrier: the pass's heads are packed */
             const int64_t per_group = plan->deterministic ? plan->slots : kvblocks;
@@ -166,21 +178,24 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
                 /* Groups interleaved, first kv-blocks first: under causal
                  * masks they see the most queries. */
                 const int64_t gi = it % ng, c = it / ng;
-                float *gbase = base + plan->group_floats * (size_t)gi;
+                const fa_seq seq = group_seq(f, g0 + gi);
+                void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
                 const int64_t step = plan->deterministic ? plan->slots : kvblocks;
-                for (int64_t kb = c; kb < kvblocks; kb += step) {
-                    const int64_t j0 = kb * bn, j1 = j0 + bn < f->seq_k ? j0 + bn : f->seq_k;
-                    fa_bwd_kvblock(pb, plan, kern, g0 + gi, gbase,
+                for (int64_t kb = c; kb * bn < seq.seq_k; kb += step) {
+                    const int64_t j0 = kb * bn, j1 = j0 + bn < seq.seq_k ? j0 + bn : seq.seq_k;
+                    fa_bwd_kvblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
                                    plan->deterministic ? (int)c : 0, j0, j1, tw);
                 }
             }
             /* implicit barrier: every dQ contribution of the pass is in */
 #pragma omp for schedule(dynamic)
             for (int64_t it = 0; it < heads * qblocks; it++) {
-                const int64_t hh = it / qblocks;
-                float *gbase = base + plan->group_floats * (size_t)(hh / f->group);
-                reduce_qblock(pb, plan, kern, g0 + hh / f->group, gbase, hh % f->group,
-                              it % qblocks, tw + plan->t_dqt, tw + plan->t_row);
+                const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
+                const fa_seq seq = group_seq(f, g0 + gi);
+                if (qb * plan->block_m >= seq.seq_q) continue;
+                void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
+                reduce_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase, hh % f->group,
+                              qb, fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), row);
             }
         }
     }

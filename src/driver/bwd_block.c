@@ -33,8 +33,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/mask.h"
 #include "driver/bwd.h"
 #include "driver/pack.h"
+#include "driver/score.h"
 
 static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
 
@@ -47,52 +49,16 @@ typedef struct {
     float *cols;                   /* dot route: lse2 and D of a step's queries */
 } kv_item;
 
-/* First i in [0, seq_q] with pred(i), for a predicate false then true. */
-static int64_t first_row_end_after(const fa_problem *f, int64_t j) {
-    int64_t lo = 0, hi = f->seq_q;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (fa_key_end(f, mid) > j) hi = mid; else lo = mid + 1;
-    }
-    return lo;
-}
-
-static int64_t first_row_lo_at(const fa_problem *f, int64_t j) {
-    int64_t lo = 0, hi = f->seq_q;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (fa_key_lo(f, mid) >= j) hi = mid; else lo = mid + 1;
-    }
-    return lo;
-}
-
-/* -inf where key j0 + r is hidden from query i0 + c (c < m). Visible
- * columns of a row are one range [ca, cb): those whose end is past the key
- * minus those whose start is past it; both bounds only grow with the key,
- * since fa_key_lo and fa_key_end grow with the query. */
-static void mask_tile(const fa_problem *f, float *st, int64_t ld, int keys, int64_t i0, int64_t m,
-                      int64_t j0) {
-    int64_t ca = 0, cb = 0;
-    for (int r = 0; r < keys; r++) {
-        const int64_t j = j0 + r;
-        while (ca < m && fa_key_end(f, i0 + ca) <= j) ca++;
-        while (cb < m && fa_key_lo(f, i0 + cb) <= j) cb++;
-        float *row = st + r * ld;
-        for (int64_t c = 0; c < ca && c < m; c++) row[c] = -INFINITY;
-        for (int64_t c = cb > ca ? cb : ca; c < m; c++) row[c] = -INFINITY;
-    }
-}
-
 static void acquire(atomic_int *l) {
     while (atomic_exchange_explicit(l, 1, memory_order_acquire))
         while (atomic_load_explicit(l, memory_order_relaxed)) {
         }
 }
 
-/* Query rows [i0, i1) of one packed head, and their q-block's dQ^T
- * accumulator; lock NULL: dq is this item's alone. */
+/* Query rows [i0, i1) of one packed head (its four parts), and their
+ * q-block's dQ^T accumulator; lock NULL: dq is this item's alone. */
 typedef struct {
-    const float *head;
+    const float *qs, *qt, *dos, *dot;
     int64_t i0, i1;
     float *dq;
     atomic_int *lock;
@@ -106,14 +72,13 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
     const int64_t d = f->head_dim, bm = plan->block_m, lt = plan->tile_ld, da = d + 1, dh = (d + 1) / 2;
     const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
     const int64_t i0 = q->i0, m16 = round16(q->i1 - i0);
-    const int64_t qt_at = plan->rows_floats, dot_at = 2 * plan->rows_floats + plan->panels_floats;
     const uint16_t *k16 = (const uint16_t *)t->kaug, *v16 = (const uint16_t *)t->vaug;
     float *st = t->st, *dpt = t->dpt, *l2 = t->cols, *dd = t->cols + round16(bm);
     for (int64_t c = 0; c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         /* panel (i0 + c) / nr starts at (i0 + c) * da */
-        const uint32_t *qp = (const uint32_t *)(q->head + qt_at + (i0 + c) * da);
-        const uint32_t *dop = (const uint32_t *)(q->head + dot_at + (i0 + c) * da);
+        const uint32_t *qp = (const uint32_t *)(q->qt + (i0 + c) * da);
+        const uint32_t *dop = (const uint32_t *)(q->dot + (i0 + c) * da);
         for (int r = 0; r < keys; r += mr) {
             const int mm = keys - r < mr ? keys - r : mr;
             kern->gemm_bf16(mm, n, dh, k16 + r * 2 * dh, 2 * dh, qp, nr, st + r * lt + c, lt, 0,
@@ -124,8 +89,8 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
     }
     for (int64_t c = 0; c < m16; c++) {
         const int64_t at = (i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr;
-        l2[c] = q->head[qt_at + at];
-        dd[c] = q->head[dot_at + at];
+        l2[c] = q->qt[at];
+        dd[c] = q->dot[at];
     }
     for (int r = 0; r < keys; r++)
         for (int64_t c = 0; c < m16; c++) st[r * lt + c] -= l2[c], dpt[r * lt + c] -= dd[c];
@@ -135,7 +100,7 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
  * operands, which stream from L3, was tried: no gain measurable here, and
  * the prefetch loops stalled on fill buffers.) */
 static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
-                 const kv_item *t, const q_tile *q) {
+                 const fa_seq *seq, const kv_item *t, const q_tile *q) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
     const int64_t lt = plan->tile_ld, da = d + 1;
@@ -145,10 +110,6 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     /* i0 is a multiple of nr (block_m is), so its panel starts at i0 * da;
      * column slice c of the rows starts at (c / nr) * seq_q * nr. */
     const int64_t slice = f->seq_q * nr;
-    const int64_t qs_at = 0, qt_at = plan->rows_floats;
-    const int64_t dos_at = plan->rows_floats + plan->panels_floats;
-    const int64_t dot_at = 2 * plan->rows_floats + plan->panels_floats;
-    const float *h = q->head;
     float *st = t->st, *dpt = t->dpt;
 
     /* S^T - lse2 and dP^T - D; query columns past seq_q in the last panel
@@ -158,17 +119,17 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         for (int r = 0; r < keys; r += mr)
             kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->kaug + r * da, da,
-                       h + qt_at + (i0 + c) * da, nr, st + r * lt + c, lt, 0);
+                       q->qt + (i0 + c) * da, nr, st + r * lt + c, lt, 0);
     }
     for (int64_t c = 0; !plan->bf16_dot && c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         for (int r = 0; r < keys; r += mr)
             kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->vaug + r * da, da,
-                       h + dot_at + (i0 + c) * da, nr, dpt + r * lt + c, lt, 0);
+                       q->dot + (i0 + c) * da, nr, dpt + r * lt + c, lt, 0);
     }
-    /* Only tiles that cut some query's visible range need the mask. */
-    const int full = fa_key_lo(f, i1 - 1) <= t->j0 && fa_key_end(f, i0) >= t->j1;
-    if (!full) mask_tile(f, st, lt, keys, i0, m, t->j0);
+    /* The score stage; only tiles that cut some query's visible range need the mask. */
+    const int full = fa_mask_block_full(&seq->mask, i0, i1, t->j0, t->j1);
+    fa_score_tile_t(seq, st, lt, keys, i0, m, t->j0, full);
     for (int r = 0; r < keys; r++) {
         float *p = st + r * lt, *ds = dpt + r * lt;
         /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
@@ -182,13 +143,13 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
         const int n = (int)(dp - c < nr ? dp - c : nr);
         for (int r = 0; r < keys; r += mr)
             kern->gemm(keys - r < mr ? keys - r : mr, n, m, st + r * lt, lt,
-                       h + dos_at + c / nr * slice + i0 * nr, nr, t->dv + r * dp + c, dp, 1);
+                       q->dos + c / nr * slice + i0 * nr, nr, t->dv + r * dp + c, dp, 1);
     }
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
         for (int r = 0; r < keys; r += mr)
             kern->gemm(keys - r < mr ? keys - r : mr, n, m, dpt + r * lt, lt,
-                       h + qs_at + c / nr * slice + i0 * nr, nr, t->dk + r * dp + c, dp, 1);
+                       q->qs + c / nr * slice + i0 * nr, nr, t->dk + r * dp + c, dp, 1);
     }
 
     /* dQ^T (+)= K^T dS^T: straight into an accumulator this item owns, or
@@ -209,64 +170,77 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     }
 }
 
-static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, float *gbase, int slot,
-                      int64_t hi, int64_t qb) {
+static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, const fa_seq *seq,
+                      void *gbase, int slot, int64_t hi, int64_t qb) {
+    void *head = fa_bwd_head(plan, gbase, hi);
     const int64_t i0 = qb * plan->block_m;
-    q_tile q = {fa_bwd_head(plan, gbase, hi), i0,
-                i0 + plan->block_m < f->seq_q ? i0 + plan->block_m : f->seq_q,
+    q_tile q = {fa_bwd_head_part(plan, head, FA_BWD_HEAD_QS),
+                fa_bwd_head_part(plan, head, FA_BWD_HEAD_QT),
+                fa_bwd_head_part(plan, head, FA_BWD_HEAD_DOS),
+                fa_bwd_head_part(plan, head, FA_BWD_HEAD_DOT),
+                i0,
+                i0 + plan->block_m < seq->seq_q ? i0 + plan->block_m : seq->seq_q,
                 fa_bwd_slot(plan, f, gbase, slot, hi, qb),
                 plan->shared_dq ? fa_bwd_lock(plan, gbase, hi, qb) : NULL};
     return q;
 }
 
 void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
-                    int64_t g, float *gbase, int slot, int64_t j0, int64_t j1, float *tw) {
+                    const fa_seq *seq, int64_t hk, void *gbase, int slot, int64_t j0, int64_t j1,
+                    void *tw) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
-    const int64_t b = g / f->heads_kv, hk = g % f->heads_kv;
+    const int64_t b = seq->b, k0 = seq->k0;
     const int keys = (int)(j1 - j0);
-    float *kaug = tw + plan->t_kaug, *vaug = tw + plan->t_vaug, *kt = tw + plan->t_kt;
-    kv_item t = {j0, j1, kaug, vaug, kt, tw + plan->t_dk, tw + plan->t_dv,
-                 tw + plan->t_st, tw + plan->t_dpt, tw + plan->t_dqt, tw + plan->t_cols};
+    float *kaug = fa_bwd_tile(plan, tw, FA_BWD_THREAD_KAUG);
+    float *vaug = fa_bwd_tile(plan, tw, FA_BWD_THREAD_VAUG);
+    float *kt = fa_bwd_tile(plan, tw, FA_BWD_THREAD_KT);
+    kv_item t = {j0, j1, kaug, vaug, kt,
+                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DK), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DV),
+                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_ST), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DPT),
+                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), fa_bwd_tile(plan, tw, FA_BWD_THREAD_COLS)};
 
     if (plan->bf16_dot) {
         /* K and V rows as given (pairs of elements) for S^T and dP^T; K^T in f32 */
         const int64_t dh = (d + 1) / 2;
         uint16_t *k16 = (uint16_t *)kaug, *v16 = (uint16_t *)vaug;
         for (int r = 0; r < keys; r++) {
-            const void *krow = fa_row_ptr(f->k, b, j0 + r, hk);
+            const void *krow = fa_row_ptr(f->k, b, k0 + j0 + r, hk);
             memcpy(k16 + r * 2 * dh, krow, (size_t)d * sizeof(uint16_t));
-            memcpy(v16 + r * 2 * dh, fa_row_ptr(f->v, b, j0 + r, hk), (size_t)d * sizeof(uint16_t));
+            memcpy(v16 + r * 2 * dh, fa_row_ptr(f->v, b, k0 + j0 + r, hk),
+                   (size_t)d * sizeof(uint16_t));
             if (d & 1) k16[r * 2 * dh + d] = v16[r * 2 * dh + d] = 0;
         }
     }
     for (int r = 0; !plan->bf16_dot && r < keys; r++) {
         float *kr = kaug + r * (d + 1), *vr = vaug + r * (d + 1);
-        kern->load(kr, fa_row_ptr(f->k, b, j0 + r, hk), f->k->dtype, d, 1.0f);
-        kern->load(vr, fa_row_ptr(f->v, b, j0 + r, hk), f->v->dtype, d, 1.0f);
+        kern->load(kr, fa_row_ptr(f->k, b, k0 + j0 + r, hk), f->k->dtype, d, 1.0f);
+        kern->load(vr, fa_row_ptr(f->v, b, k0 + j0 + r, hk), f->v->dtype, d, 1.0f);
         kr[d] = vr[d] = -1.0f;
     }
     /* K^T, widened, by the packing's transposing copy (an element-by-element
      * loop here took 15% of a backward with one query row) */
     if (keys > 0)
-        kern->transpose(kt, bn, fa_row_ptr(f->k, b, j0, hk), f->k->stride_seq, f->k->dtype, keys, d);
+        kern->transpose(kt, bn, fa_row_ptr(f->k, b, k0 + j0, hk), f->k->stride_seq, f->k->dtype,
+                        keys, d);
     memset(t.dk, 0, (size_t)(keys * dp) * sizeof(float));
     memset(t.dv, 0, (size_t)(keys * dp) * sizeof(float));
 
     /* The queries that see any of these keys form one range (key bounds grow
      * with the query); rows inside it that see none are masked tile by tile. */
-    const int64_t ia = first_row_end_after(f, j0), ie = first_row_lo_at(f, j1);
+    int64_t ia, ie;
+    fa_mask_rows_seeing(&seq->mask, seq->seq_q, j0, j1, &ia, &ie);
     for (int64_t hi = 0; ia < ie && hi < f->group; hi++)
         for (int64_t qb = ia / bm; qb * bm < ie; qb++) {
-            const q_tile q = tile_at(plan, f, gbase, slot, hi, qb);
-            step(pb, plan, kern, &t, &q);
+            const q_tile q = tile_at(plan, f, seq, gbase, slot, hi, qb);
+            step(pb, plan, kern, seq, &t, &q);
         }
     if (plan->bf16_dot && kern->gemm_bf16_done) kern->gemm_bf16_done();
 
     const fa_store_fn store = plan->stream_dkv ? kern->store_stream : kern->store;
     for (int r = 0; r < keys; r++) {
-        store((void *)fa_row_ptr(pb->dk, b, j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);
-        store((void *)fa_row_ptr(pb->dv, b, j0 + r, hk), pb->dv->dtype, t.dv + r * dp, d, 1.0f);
+        store((void *)fa_row_ptr(pb->dk, b, k0 + j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);
+        store((void *)fa_row_ptr(pb->dv, b, k0 + j0 + r, hk), pb->dv->dtype, t.dv + r * dp, d, 1.0f);
     }
     if (plan->stream_dkv && kern->store_fence) kern->store_fence();
 }

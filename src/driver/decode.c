@@ -16,21 +16,21 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/tensor.h"
+#include "core/threads.h"
 #include "driver/merge.h"
-#include "driver/pack.h"
-#include "driver/threads.h"
 
 void fa_decode_append(const fa_decode_problem *dp, const fa_kernels *kern, int64_t b, int64_t j,
                       float *tmp) {
     const fa_problem *pb = &dp->base;
-    const int64_t row = fa_decode_cached(dp, b) + j, d = pb->head_dim;
+    const int64_t row = fa_kv_given(pb, b) + j, d = pb->head_dim;
     const flashattn_tensor *src[2] = {dp->k_new, dp->v_new}, *dst[2] = {pb->k, pb->v};
     for (int64_t hk = 0; hk < pb->heads_kv; hk++)
         for (int t = 0; t < 2; t++) {
             const void *from = fa_row_ptr(src[t], b, j, hk);
             void *to = fa_cache_row(dp, dst[t], b, row, hk);
             if (src[t]->dtype == dst[t]->dtype) {
-                memcpy(to, from, (size_t)d * (dst[t]->dtype == FLASHATTN_F32 ? 4 : 2));
+                memcpy(to, from, (size_t)d * (size_t)fa_dtype_bytes(dst[t]->dtype));
             } else {
                 kern->load(tmp, from, src[t]->dtype, d, 1.0f);
                 kern->store(to, dst[t]->dtype, tmp, d, 1.0f);
@@ -41,9 +41,8 @@ void fa_decode_append(const fa_decode_problem *dp, const fa_kernels *kern, int64
 void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
                    const fa_kernels *kern, void *ws) {
     const fa_problem *pb = &dp->base;
-    float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    void *base = fa_layout_base(ws);
     const int splits = plan->num_splits;
-    float *part_area = base + plan->thread_floats * (size_t)plan->threads;
 
     /* Split s's partials: an f32 O shaped like the user's, rows padded to
      * head_dim_pad, and an LSE array laid out like the user's. */
@@ -51,7 +50,8 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
     const float *part_lse[FLASHATTN_MAX_SPLITS];
     const int64_t dpad = pb->head_dim_pad;
     for (int s = 0; splits > 1 && s < splits; s++) {
-        float *o = part_area + (plan->part_floats + plan->part_lse_floats) * (size_t)s;
+        void *area = fa_region_at(&plan->ws, base, FA_DECODE_WS_PARTS, (size_t)s);
+        float *o = (float *)fa_region_at(&plan->part, area, FA_DECODE_PART_O, 0);
         flashattn_tensor t = {o,
                               FLASHATTN_F32,
                               pb->batch,
@@ -63,7 +63,7 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
                               dpad,
                               1};
         parts[s] = t;
-        part_lse[s] = o + plan->part_floats;
+        part_lse[s] = (const float *)fa_region_at(&plan->part, area, FA_DECODE_PART_LSE, 0);
     }
     const fa_merge_job job = {splits, parts, part_lse, pb->o, pb->lse};
 
@@ -75,11 +75,12 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
 
 #pragma omp parallel num_threads(plan->threads)
     {
-        float *tw = base + plan->thread_floats * (size_t)fa_thread_id();
-        /* the thread's area is free during the appends (Q alone is d floats) */
+        void *tw = fa_region_at(&plan->ws, base, FA_DECODE_WS_THREADS, (size_t)fa_thread_id());
+        /* the thread's tiles are free during the appends (Q alone holds d floats) */
+        float *tmp = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_Q, 0);
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < appends; it++)
-            fa_decode_append(dp, kern, it / dp->seq_new, it % dp->seq_new, tw);
+            fa_decode_append(dp, kern, it / dp->seq_new, it % dp->seq_new, tmp);
         /* implicit barrier: the new rows are in the cache */
 #pragma omp for schedule(dynamic)
         for (int64_t it = 0; it < items; it++) {

@@ -1,6 +1,6 @@
 /* The decode driver: appends, work items over the cache, split merge. */
-#ifndef FA_DECODE_H
-#define FA_DECODE_H
+#ifndef FA_DRIVER_DECODE_H
+#define FA_DRIVER_DECODE_H
 
 #include "kernels/kernels.h"
 #include "plan/tiles_decode.h"
@@ -15,7 +15,7 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
  * NULL). tw is the thread's area. */
 void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
                     const fa_kernels *kern, int64_t b, int64_t hblock, int64_t qtile, int split,
-                    const flashattn_tensor *o, float *lse, float *tw);
+                    const flashattn_tensor *o, float *lse, void *tw);
 
 /* Write new row j (every kv-head, K and V) of sequence b into the cache.
  * tmp holds head_dim floats. */

@@ -47,17 +47,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/mask.h"
 #include "driver/decode.h"
-#include "driver/pack.h"
-#include "driver/softmax_row.h"
-
-#define FA_LN2 0.69314718055994530942
+#include "driver/score.h"
+#include "driver/softmax.h"
 
 /* Keys per kernel call: 16 keys of 8 kv-heads of 128 f16 are 32 KiB, read
  * by the 8 calls of a piece in address order, within L1. */
 #define FA_DECODE_PIECE 16
-
-static size_t round16(size_t x) { return (x + 15) / 16 * 16; }
 
 /* The run of rows starting at logical row j (< end) of kv-head hk of
  * sequence b in t (the cache's k or v): consecutive slots, so one row
@@ -80,21 +77,6 @@ static int64_t next_piece(const fa_decode_problem *dp, const flashattn_tensor *t
     if (j + len >= j_end) return 0;
     const char *next = fa_cache_row(dp, t, b, j + len, hk);
     return (int64_t)((uintptr_t)next - (uintptr_t)row);
-}
-
-/* Keys [*j_beg, *j_end) of split `split`: consecutive parts of [lo, end),
- * each a whole number of steps; late splits may be empty. */
-static void split_range(int64_t lo, int64_t end, int split, int splits, int64_t bn,
-                        int64_t *j_beg, int64_t *j_end) {
-    if (end <= lo) {
-        *j_beg = *j_end = lo;
-        return;
-    }
-    int64_t per = (end - lo + splits - 1) / splits;
-    per = (per + bn - 1) / bn * bn;
-    int64_t a = lo + per * split;
-    *j_beg = a < end ? a : end;
-    *j_end = a + per < end ? a + per : end;
 }
 
 /* Rows of strip s when mh rows are cut into the fewest strips of at most
@@ -136,7 +118,7 @@ static void wide_qk(const fa_kernels *kern, int mh, int len, int64_t d, const fl
 static void wide_pv(const fa_kernels *kern, int mh, int len, int64_t d, int64_t dpad,
                     const float *p, int64_t sld, const char *vrow, flashattn_dtype dt,
                     int64_t lds, float *wv, float *acc, int accumulate) {
-    const int64_t es = dt == FLASHATTN_F32 ? 4 : 2;
+    const int64_t es = fa_dtype_bytes(dt);
     /* f32 rows with no padding are already the GEMM's B rows: read in
      * place by up to two strips, not copied. The copy is contiguous and
      * stays in L1, where rows a head's stride apart (4 KiB at 8 x 128)
@@ -194,39 +176,39 @@ static inline void walk_next(row_walk *w, int64_t i0, int64_t g, int64_t queries
 
 void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
                     const fa_kernels *kern, int64_t b, int64_t hblock, int64_t qtile, int split,
-                    const flashattn_tensor *o, float *lse, float *tw) {
-    const fa_problem seq = fa_decode_seq(dp, b);
-    const fa_problem *pb = &seq;
+                    const flashattn_tensor *o, float *lse, void *tw) {
+    const fa_problem *pb = &dp->base;
+    const fa_seq seq = fa_seq_of(pb, b);
+    const fa_mask *mask = &seq.mask;
     const int64_t d = pb->head_dim, dpad = pb->head_dim_pad, g = pb->group;
     const int64_t bn = plan->block_n;
     const int64_t hk0 = hblock * plan->heads_per_item, i0 = qtile * plan->queries_per_item;
     const int64_t nh = pb->heads_kv - hk0 < plan->heads_per_item ? pb->heads_kv - hk0 : plan->heads_per_item;
-    const int64_t i1 = pb->seq_q - i0 < plan->queries_per_item ? pb->seq_q : i0 + plan->queries_per_item;
+    const int64_t i1 = seq.seq_q - i0 < plan->queries_per_item ? seq.seq_q : i0 + plan->queries_per_item;
     const int mh = (int)(g * (i1 - i0)), m = (int)(nh * mh);
-    const size_t rows = (size_t)plan->rows;
     const flashattn_tensor *kt = pb->k, *vt = pb->v;
-    const int64_t kes = kt->dtype == FLASHATTN_F32 ? 4 : 2, ves = vt->dtype == FLASHATTN_F32 ? 4 : 2;
+    const int64_t kes = fa_dtype_bytes(kt->dtype), ves = fa_dtype_bytes(vt->dtype);
     const int64_t khs = kt->stride_head * kes, vhs = vt->stride_head * ves;
     const int64_t sld = plan->s_stride;
     const int64_t piece = plan->wide_piece ? plan->wide_piece : FA_DECODE_PIECE;
-    float *q = tw;                                /* [m][d]    */
-    float *s = q + round16(rows * (size_t)d);     /* [m][sld]  */
-    float *acc = s + round16(rows * (size_t)sld); /* [m][dpad] */
-    float *mx = acc + round16(rows * (size_t)dpad);
-    float *ls = mx + round16(rows);
-    float *wk = ls + round16(rows); /* wide path: one piece of K or V as f32 */
+    float *q = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_Q, 0);
+    float *s = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_S, 0);
+    float *acc = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_ACC, 0);
+    float *mx = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_MAX, 0);
+    float *ls = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_SUM, 0);
+    float *wk = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_WIDE, 0);
 
     /* Q rows, pre-scaled into base 2 */
     row_walk w = walk_start(i0, hk0, g);
     for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
-        kern->load(q + r * d, fa_row_ptr(pb->q, b, w.i, w.h), pb->q->dtype, d, pb->scale_log2);
+        kern->load(q + r * d, fa_row_ptr(pb->q, seq.b, seq.q0 + w.i, w.h), pb->q->dtype, d, pb->scale_log2);
         mx[r] = -INFINITY;
         ls[r] = 0.0f;
     }
 
     int64_t j_beg, j_end;
-    split_range(fa_key_lo(pb, i0), fa_key_end(pb, i1 - 1), split, plan->num_splits, bn, &j_beg,
-                &j_end);
+    fa_mask_split(fa_mask_lo(mask, i0), fa_mask_end(mask, i1 - 1), split, plan->num_splits, bn,
+                  &j_beg, &j_end);
     int first = 1;
     for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
         const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
@@ -252,14 +234,15 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         }
 
         /* Only steps that cut some row's visible range need the mask. */
-        const int full = fa_key_lo(pb, i1 - 1) <= j0 && fa_key_end(pb, i0) >= j0 + n;
+        const int full = fa_mask_block_full(mask, i0, i1, j0, j0 + n);
         w = walk_start(i0, hk0, g);
         for (int r0 = 0; r0 < m; r0 += FA_MAX_MR) {
             const int r1 = m - r0 < FA_MAX_MR ? m : r0 + FA_MAX_MR;
             float bmax[FA_MAX_MR];
-            for (int r = r0; r < r1; r++, walk_next(&w, i0, g, i1 - i0))
-                bmax[r - r0] = fa_softmax_row_max(kern, s + r * sld, j0, n, !full,
-                                                  fa_key_lo(pb, w.i), fa_key_end(pb, w.i));
+            for (int r = r0; r < r1; r++, walk_next(&w, i0, g, i1 - i0)) {
+                fa_score_row(&seq, s + r * sld, w.i, j0, n, full);
+                bmax[r - r0] = kern->row_max(s + r * sld, n);
+            }
             for (int r = r0; r < r1; r++)
                 fa_softmax_row_exp(kern, s + r * sld, n, bmax[r - r0], &mx[r], &ls[r],
                                    acc + r * dpad, d, first);
@@ -287,19 +270,9 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     }
     w = walk_start(i0, hk0, g);
     for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
-        const int64_t i = w.i, h = w.h;
-        void *orow = (void *)fa_row_ptr(o, b, i, h);
-        float row_lse;
-        if (ls[r] == 0.0f) {
-            /* The row saw no key (in this split): O = 0, LSE = -inf. */
-            memset(acc + r * dpad, 0, (size_t)d * sizeof(float));
-            kern->store(orow, o->dtype, acc + r * dpad, d, 1.0f);
-            row_lse = -INFINITY;
-        } else {
-            kern->store(orow, o->dtype, acc + r * dpad, d, 1.0f / ls[r]);
-            /* (log2 in double costs 4% of a 16 x 16 forward: only when asked) */
-            row_lse = lse ? (float)(FA_LN2 * ((double)mx[r] + log2((double)ls[r]))) : 0.0f;
-        }
-        if (lse) lse[(b * pb->heads_q + h) * pb->seq_q + i] = row_lse;
+        /* a row that saw no key in this split gets O = 0, LSE = -inf */
+        void *orow = (void *)fa_row_ptr(o, seq.b, seq.q0 + w.i, w.h);
+        fa_softmax_finalize_row(kern, orow, o->dtype, acc + r * dpad, d, mx[r], ls[r],
+                                lse ? fa_lse_at(pb, lse, &seq, w.h, w.i) : NULL);
     }
 }

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "driver/pack.h"
+#include "core/tensor.h"
 
 #define FA_MERGE_BATCH 16
 

@@ -3,59 +3,59 @@
 
 #include <string.h>
 
-void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
-               int64_t j0, int64_t j1, float *dst, float *tmp) {
+void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
+               int64_t j0, int64_t j1, float *dst) {
     const int64_t d = pb->head_dim, nr = kern->nr;
-    (void)tmp;
     /* A final partial panel is cleared whole first (the transposing copy
      * writes only its keys): the unused keys must be zero, and one memset
-     * of the panel costs less than one per column (a visible share of a
-     * seq-16 call). */
-    if (j1 == pb->seq_k && j1 % nr)
+     * of the panel costs less than one per column. */
+    if (j1 == seq->seq_k && j1 % nr)
         memset(dst + (j1 / nr) * nr * d, 0, (size_t)(nr * d) * sizeof(float));
     for (int64_t j = j0; j < j1; j += nr) {
         const int rows = (int)(j1 - j < nr ? j1 - j : nr);
-        kern->transpose(dst + (j / nr) * nr * d, nr, fa_row_ptr(pb->k, b, j, hk), pb->k->stride_seq,
-                        pb->k->dtype, rows, d);
+        kern->transpose(dst + (j / nr) * nr * d, nr, fa_row_ptr(pb->k, seq->b, seq->k0 + j, hk),
+                        pb->k->stride_seq, pb->k->dtype, rows, d);
     }
 }
 
-void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                int64_t j0, int64_t j1, float *dst, float *tmp) {
-    const int64_t d = pb->head_dim, dp = pb->head_dim_pad, sk = pb->seq_k, nr = kern->nr;
+    const int64_t d = pb->head_dim, dp = pb->head_dim_pad, rows = pb->seq_k, nr = kern->nr;
     for (int64_t j = j0; j < j1; j++) {
-        const void *vrow = fa_row_ptr(pb->v, b, j, hk);
+        const void *vrow = fa_row_ptr(pb->v, seq->b, seq->k0 + j, hk);
         fa_prefetch_rows_ahead(pb->v, vrow, FA_ROW_AHEAD);
         kern->load(tmp, vrow, pb->v->dtype, d, 1.0f);
         if (dp > d) memset(tmp + d, 0, (size_t)(dp - d) * sizeof(float));
         for (int64_t c = 0; c < dp; c += nr) {
             const int64_t w = dp - c < nr ? dp - c : nr;
-            memcpy(dst + c * sk + j * w, tmp + c, (size_t)w * sizeof(float));
+            memcpy(dst + c * rows + j * w, tmp + c, (size_t)w * sizeof(float));
         }
     }
 }
 
-void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                      int64_t j0, int64_t j1, uint32_t *dst) {
     const int64_t d = pb->head_dim, dh = (d + 1) / 2, nr = kern->nr;
     for (int64_t j = j0; j < j1; j++)
-        fa_pairs_down(dst + (j / nr) * nr * dh + j % nr, nr, fa_row_ptr(pb->k, b, j, hk), d);
-    if (j1 == pb->seq_k && j1 % nr) {
+        fa_pairs_down(dst + (j / nr) * nr * dh + j % nr, nr,
+                      fa_row_ptr(pb->k, seq->b, seq->k0 + j, hk), d);
+    if (j1 == seq->seq_k && j1 % nr) {
         uint32_t *panel = dst + (j1 / nr) * nr * dh;
         for (int64_t p = 0; p < dh; p++)
             memset(panel + p * nr + j1 % nr, 0, (size_t)(nr - j1 % nr) * sizeof(uint32_t));
     }
 }
 
-void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                      int64_t j0, int64_t j1, uint32_t *dst) {
     const int64_t d = pb->head_dim, dp = pb->head_dim_pad, nr = kern->nr;
     const int64_t kh = (pb->seq_k + 1) / 2;
     for (int64_t j = j0; j < j1; j += 2) {
         /* the key past an odd seq_k reads row j again, masked to zero */
-        const int last = j + 1 >= pb->seq_k;
-        const uint16_t *r0 = (const uint16_t *)fa_row_ptr(pb->v, b, j, hk);
-        const uint16_t *r1 = last ? r0 : (const uint16_t *)fa_row_ptr(pb->v, b, j + 1, hk);
+        const int last = j + 1 >= seq->seq_k;
+        const uint16_t *r0 = (const uint16_t *)fa_row_ptr(pb->v, seq->b, seq->k0 + j, hk);
+        const uint16_t *r1 =
+            last ? r0 : (const uint16_t *)fa_row_ptr(pb->v, seq->b, seq->k0 + j + 1, hk);
         const uint32_t keep = last ? 0u : 0xffffu;
         fa_prefetch_rows_ahead(pb->v, r0, FA_ROW_AHEAD);
         for (int64_t c = 0; c < dp; c += nr) {

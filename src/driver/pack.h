@@ -1,46 +1,26 @@
-/* Packing K and V of one (batch, kv-head) into the GEMM kernels' layouts,
- * converted to f32 once, so every q-block and every query head of a GQA
- * group reuses them. */
-#ifndef FA_PACK_H
-#define FA_PACK_H
+/* Packing K and V of one (sequence, kv-head) into the GEMM kernels'
+ * layouts, converted to f32 once, so every q-block and every query head of
+ * a GQA group reuses them. Keys are counted within the sequence (its rows
+ * start at seq->k0); the layouts are sized for pb->seq_k keys, the most any
+ * sequence has. */
+#ifndef FA_DRIVER_PACK_H
+#define FA_DRIVER_PACK_H
 
-#include "driver/problem.h"
+#include "core/problem.h"
 #include "kernels/kernels.h"
-
-/* Address of row (b, s, h) of a tensor. */
-static inline const void *fa_row_ptr(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h) {
-    int64_t off = b * t->stride_batch + s * t->stride_seq + h * t->stride_head;
-    return (const char *)t->data + off * fa_dtype_bytes(t->dtype);
-}
-
-/* Rows of a [batch, seq, heads, dim] tensor lie heads * dim elements
- * apart, often a page or more, so every row is a new stream that the
- * hardware prefetchers pick up only after its first misses. Loops that
- * read rows one at a time call this for the row `ahead` rows on (whose
- * address may lie past the tensor: the prefetch never faults).
- * FA_ROW_AHEAD = 4 measured best of 1, 2, 4, 8 on the forward's Q loads
- * and V packing (seq 512, 8 heads, d 128, 1 thread: 111 -> 117 GFLOP/s;
- * best of 100 alternating calls); prefetching the K rows before the
- * transposing copy, or the O rows before the stores, did not help. */
-#define FA_ROW_AHEAD 4
-
-static inline void fa_prefetch_rows_ahead(const flashattn_tensor *t, const void *row, int64_t ahead) {
-    const int64_t es = fa_dtype_bytes(t->dtype);
-    const int64_t off = ahead * t->stride_seq * es, bytes = t->head_dim * es;
-    for (int64_t x = 0; x < bytes; x += 64) fa_prefetch(row, off + x);
-}
 
 /* Keys [j0, j1) of K into panels of nr keys: dst[(j / nr)][d][j % nr],
  * by the kernels' transposing copy; j0 and j1 multiples of nr or
- * j1 = seq_k; keys past seq_k in the last panel are zero. tmp is unused. */
-void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
-               int64_t j0, int64_t j1, float *dst, float *tmp);
+ * j1 = seq->seq_k; keys past seq_k in the last panel are zero. */
+void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
+               int64_t j0, int64_t j1, float *dst);
 
 /* Rows [j0, j1) of V, zero padded to head_dim_pad, cut into column panels
  * of nr (the last one narrower): panel c (c a multiple of nr, width
- * w = min(nr, head_dim_pad - c)) is [seq_k][w] at dst + c * seq_k, so the
- * P.V tile streams its B operand contiguously. tmp holds head_dim_pad floats. */
-void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+ * w = min(nr, head_dim_pad - c)) is [pb->seq_k][w] at dst + c * pb->seq_k,
+ * so the P.V tile streams its B operand contiguously. tmp holds
+ * head_dim_pad floats. */
+void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                int64_t j0, int64_t j1, float *dst, float *tmp);
 
 /* Pairs (2p, 2p + 1) of a row of d bf16, one 32-bit pair every `stride`
@@ -58,14 +38,14 @@ static inline void fa_pairs_down(uint32_t *dst, int64_t stride, const void *row,
  * = elements (2p, 2p + 1) of key (j / nr) * nr + c; an odd head_dim's
  * last pair has 0 on top; keys past seq_k in the last panel are zero.
  * Fits in the f32 layout's size. Same j0, j1 rules as fa_pack_k. */
-void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                      int64_t j0, int64_t j1, uint32_t *dst);
 
-/* Rows [j0, j1) of V (j0 even) as pairs of keys: with kh = ceil(seq_k / 2),
- * column panel c (as in fa_pack_v, width w) is [kh][w] pairs at
+/* Rows [j0, j1) of V (j0 even) as pairs of keys: with kh = ceil(pb->seq_k
+ * / 2), column panel c (as in fa_pack_v, width w) is [kh][w] pairs at
  * dst + c * kh, pair (p, x) = (V[2p][c + x], V[2p + 1][c + x]); zero past
- * head_dim, and on top for the key seq_k when seq_k is odd. */
-void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk,
+ * head_dim, and on top for the key seq->seq_k when it is odd. */
+void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                      int64_t j0, int64_t j1, uint32_t *dst);
 
 #endif

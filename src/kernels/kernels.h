@@ -32,16 +32,9 @@
 
 #include <stdint.h>
 
+#include "core/dtype.h"
+#include "core/tensor.h"
 #include "flashattn.h"
-
-/* Bytes of one element of a storage dtype. */
-static inline int fa_dtype_bytes(flashattn_dtype dt) { return dt == FLASHATTN_F32 ? 4 : 2; }
-
-/* gemm_nt's and gemm_rows' prefetch hint (see there): p + off may lie
- * outside any object, so the address is formed as an integer. */
-static inline __attribute__((always_inline)) void fa_prefetch(const void *p, int64_t off) {
-    __builtin_prefetch((const void *)((uintptr_t)p + (uintptr_t)off), 0, 3);
-}
 
 /* A store_stream built from an ISA's plain store and its streaming loop
  * `body` (whole line-byte chunks at a line-aligned dst): the row is cut

@@ -17,11 +17,7 @@ int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const f
     *status = FLASHATTN_OK;
     if (p->block_m > 0 || p->block_n > 0 || !fa_fwd_few_rows(pb->seq_q, pb->seq_k, pb->group)) return 0;
     memset(dp, 0, sizeof *dp);
-    dp->base = *pb;
-    dp->seqlen_all = pb->seq_k;
-    /* validate.c put the diagonal at 0 (top-left) or seq_k - seq_q;
-     * decode recomputes it from top_left the same way */
-    dp->top_left = p->align == FLASHATTN_ALIGN_TOP_LEFT;
+    dp->base = *pb; /* every sequence has seq_k keys, none appended */
 
     flashattn_params q = *p;
     q.num_splits = 0;

@@ -13,28 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "api/status.h"
-#include "api/validate.h"
+#include "core/status.h"
+#include "core/threads.h"
+#include "core/size.h"
 #include "plan/cpu_caches.h"
 #include "plan/tile_rule.h"
 #include "plan/tune_file.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#define FA_ALIGN_FLOATS 16 /* 64-byte alignment of every workspace region */
 #define FA_PACK_BUDGET_BYTES ((size_t)64 << 20)
-
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-static int default_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 /* The constraint a tile value breaks, or NULL when the kernels can run it. */
 static const char *tile_problem(int64_t v, int is_block_n, const fa_kernels *kern, char *buf,
@@ -90,8 +76,10 @@ static void tuned_tiles(const fa_problem *pb, const flashattn_params *p, const f
 
 void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads, fa_tile_query *q) {
     const fa_cpu_caches *cc = fa_cpu_caches_get();
+    const fa_seq seq = fa_seq_of(pb, 0); /* every sequence has the same lengths */
     double keys = 0.0;
-    for (int64_t i = 0; i < pb->seq_q; i++) keys += (double)(fa_key_end(pb, i) - fa_key_lo(pb, i));
+    for (int64_t i = 0; i < pb->seq_q; i++)
+        keys += (double)(fa_mask_end(&seq.mask, i) - fa_mask_lo(&seq.mask, i));
     *q = (fa_tile_query){
         .batch = pb->batch, .heads_q = pb->heads_q, .seq_q = pb->seq_q, .seq_k = pb->seq_k,
         .head_dim = pb->head_dim, .mask_edges = (pb->left >= 0) + (pb->right >= 0),
@@ -119,7 +107,7 @@ static flashattn_status choose_tiles(const fa_problem *pb, const flashattn_param
     /* A tuned block_n shrinks to the keys there are (as the rule's does),
      * a tuned block_m to the work there is: a file entry measured on long
      * sequences must not leave threads idle on short ones. */
-    const int keys = (int)round_up((size_t)(pb->seq_k > 0 ? pb->seq_k : 1), (size_t)kern->nr);
+    const int keys = (int)fa_round_up((size_t)(pb->seq_k > 0 ? pb->seq_k : 1), (size_t)kern->nr);
     if (tune_n > keys && keys <= FA_MAX_BLOCK) tune_n = keys;
     if (tune_m) tune_m = fa_tile_fit_threads(&q, tune_m);
 
@@ -133,31 +121,38 @@ static flashattn_status choose_tiles(const fa_problem *pb, const flashattn_param
 flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
                              const fa_kernels *kern, fa_fwd_plan *plan) {
     flashattn_status s;
-    plan->threads = p->num_threads > 0 ? p->num_threads : default_threads();
+    plan->threads = fa_threads_or_default(p->num_threads);
     if ((s = choose_tiles(pb, p, kern, plan))) return s;
 
     const size_t d = (size_t)pb->head_dim, dp = (size_t)pb->head_dim_pad;
-    const size_t bm = (size_t)plan->block_m, bn = (size_t)plan->block_n;
-    size_t kpanels = ((size_t)pb->seq_k + (size_t)kern->nr - 1) / (size_t)kern->nr;
+    const size_t bm = (size_t)plan->block_m, bn = (size_t)plan->block_n, f = sizeof(float);
+    const size_t kpanels = ((size_t)pb->seq_k + (size_t)kern->nr - 1) / (size_t)kern->nr;
     size_t kf, vf;
-    if (!fa_mul_size(kpanels * (size_t)kern->nr, d, &kf) ||
-        !fa_mul_size((size_t)pb->seq_k, dp, &vf))
+    if (!fa_mul_size(kpanels * (size_t)kern->nr, d * f, &kf) ||
+        !fa_mul_size((size_t)pb->seq_k, dp * f, &vf))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "packed K/V size overflows");
-    plan->kpack_floats = round_up(kf, FA_ALIGN_FLOATS);
-    plan->vpack_floats = round_up(vf, FA_ALIGN_FLOATS);
-    plan->thread_floats = round_up(bm * d, FA_ALIGN_FLOATS) + round_up(bm * bn, FA_ALIGN_FLOATS) +
-                          round_up(bm * dp, FA_ALIGN_FLOATS) + 2 * round_up(bm, FA_ALIGN_FLOATS);
     plan->bf16_dot = kern->gemm_bf16 && pb->q->dtype == FLASHATTN_BF16 &&
                      pb->k->dtype == FLASHATTN_BF16 && pb->v->dtype == FLASHATTN_BF16;
     /* The dot route's pairs take no more room than f32 (head_dim rounded
      * up to even, halved), so only P's bf16 copy is added. */
-    if (plan->bf16_dot) plan->thread_floats += round_up(bm * bn / 2, FA_ALIGN_FLOATS);
+    fa_layout_init(&plan->group, "fwd group");
+    fa_layout_array(&plan->group, FA_FWD_GROUP_K, "k panels", 1, kf);
+    fa_layout_array(&plan->group, FA_FWD_GROUP_V, "v panels", 1, vf);
+    fa_layout_init(&plan->thread, "fwd thread");
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_Q, "q", 1, bm * d * f);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_S, "s", 1, bm * bn * f);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_ACC, "acc", 1, bm * dp * f);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_MAX, "row max", 1, bm * f);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_SUM, "row sum", 1, bm * f);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_P16, "p bf16", 1, plan->bf16_dot ? bm * bn * 2 : 0);
+    if (plan->group.overflow || plan->thread.overflow)
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
 
     /* A pass packs just enough groups to give every thread about 16 work
      * items (finer items even out causal's unequal ones and the barrier at
      * the end of each pass), so the workspace holds a few groups' K/V rather
      * than all of them; never more than the byte budget, always one. */
-    size_t group_bytes = (plan->kpack_floats + plan->vpack_floats) * sizeof(float);
+    const size_t group_bytes = plan->group.size;
     int64_t groups = pb->batch * pb->heads_kv;
     int64_t items_per_group = pb->group * ((pb->seq_q + plan->block_m - 1) / plan->block_m);
     if (items_per_group < 1) items_per_group = 1;
@@ -168,11 +163,10 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     if (per_pass < 1) per_pass = 1;
     plan->groups_per_pass = per_pass;
 
-    size_t total, part;
-    if (!fa_mul_size(group_bytes, (size_t)per_pass, &total) ||
-        !fa_mul_size(plan->thread_floats * sizeof(float), (size_t)plan->threads, &part) ||
-        !fa_add_size(total, part, &total) || !fa_add_size(total, 64, &total))
-        return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
-    plan->workspace_bytes = total;
+    fa_layout_init(&plan->ws, "fwd workspace");
+    fa_layout_array(&plan->ws, FA_FWD_WS_GROUPS, "groups", (size_t)per_pass, group_bytes);
+    fa_layout_array(&plan->ws, FA_FWD_WS_THREADS, "threads", (size_t)plan->threads, plan->thread.size);
+    if (plan->ws.overflow) return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
+    plan->workspace_bytes = fa_layout_workspace_bytes(&plan->ws);
     return FLASHATTN_OK;
 }

@@ -13,7 +13,8 @@
 
 #include <stddef.h>
 
-#include "driver/problem.h"
+#include "core/layout.h"
+#include "core/problem.h"
 #include "kernels/kernels.h"
 #include "plan/tile_rule.h"
 
@@ -28,11 +29,23 @@ typedef struct fa_fwd_plan {
      * within the f32 sizes below), Q is used as given, and P is rounded to
      * bf16 for P V, as FlashAttention-2 does on GPUs. */
     int bf16_dot;
-    size_t kpack_floats;      /* per group: K as [ceil(seq_k/nr)][head_dim][nr] */
-    size_t vpack_floats;      /* per group: V as [seq_k][head_dim_pad] */
-    size_t thread_floats;     /* per thread: Q tile, S tile, accumulator, m, l (and the bf16 P tile) */
-    size_t workspace_bytes;   /* everything, plus alignment slack */
+    fa_layout ws;             /* FA_FWD_WS_*: the whole workspace */
+    fa_layout group;          /* FA_FWD_GROUP_*: one group's packed K and V */
+    fa_layout thread;         /* FA_FWD_THREAD_*: one thread's tiles */
+    size_t workspace_bytes;   /* ws, plus alignment slack */
 } fa_fwd_plan;
+
+/* The workspace: groups_per_pass group areas, then one tile area a thread. */
+enum { FA_FWD_WS_GROUPS, FA_FWD_WS_THREADS };
+/* A group's area: K as [ceil(seq_k / nr)][head_dim][nr] floats (the K
+ * panels, fa_pack_k), V as column panels of [seq_k][w] floats (fa_pack_v);
+ * on the bf16 dot-product route their pairs, in the same room. */
+enum { FA_FWD_GROUP_K, FA_FWD_GROUP_V };
+/* A thread's tiles: Q [block_m][head_dim] (or its bf16 rows), S/P
+ * [block_m][block_n], acc [block_m][head_dim_pad], the running max and sum
+ * [block_m], and on the dot route P as bf16 [block_m][block_n]. */
+enum { FA_FWD_THREAD_Q, FA_FWD_THREAD_S, FA_FWD_THREAD_ACC, FA_FWD_THREAD_MAX,
+       FA_FWD_THREAD_SUM, FA_FWD_THREAD_P16 };
 
 /* Fill plan from the problem and the user's (already range-checked) params.
  * Returns BAD_TILE for user tiles the kernels cannot run, OVERFLOW when the

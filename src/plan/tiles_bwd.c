@@ -24,16 +24,14 @@
  */
 #include "plan/tiles_bwd.h"
 
-#include "api/status.h"
-#include "api/validate.h"
+#include <stdatomic.h>
+
+#include "core/status.h"
+#include "core/threads.h"
+#include "core/size.h"
 #include "plan/cpu_caches.h"
 #include "plan/tiles.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#define FA_ALIGN_FLOATS 16
 /* Packed heads and dQ accumulators of the groups processed at once. */
 #define FA_BWD_PASS_BUDGET_BYTES ((size_t)128 << 20)
 /* A work item's share of L2 (3/4), L2 when it is unknown, most keys per item. */
@@ -53,22 +51,10 @@
  * on 1 thread, 59.4 / 59.7 on 2. */
 #define FA_BWD_STREAM_ELEMS ((int64_t)1 << 20)
 
-static size_t r16(size_t x) { return (x + FA_ALIGN_FLOATS - 1) / FA_ALIGN_FLOATS * FA_ALIGN_FLOATS; }
-
-static int default_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-/* *r = r16(a * b * c), or 0 on overflow. */
-static int floats3(size_t a, size_t b, size_t c, size_t *r) {
+/* *r = a * b * c, or 0 on overflow. */
+static int bytes3(size_t a, size_t b, size_t c, size_t *r) {
     size_t t;
-    if (!fa_mul_size(a, b, &t) || !fa_mul_size(t, c, &t) || t > SIZE_MAX - FA_ALIGN_FLOATS) return 0;
-    *r = r16(t);
-    return 1;
+    return fa_mul_size(a, b, &t) && fa_mul_size(t, c, r);
 }
 
 /* Keys per work item: whole register tiles down the key rows, as many as
@@ -104,7 +90,7 @@ static int auto_block_m(const fa_problem *pb) {
 flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
                              const flashattn_params *p, const fa_kernels *kern,
                              fa_bwd_plan *plan) {
-    plan->threads = p->num_threads > 0 ? p->num_threads : default_threads();
+    plan->threads = fa_threads_or_default(p->num_threads);
     plan->deterministic = p->deterministic != 0;
     if (p->block_m > FA_MAX_BLOCK || p->block_n > FA_MAX_BLOCK)
         return fa_fail(FLASHATTN_ERR_BAD_TILE, "block_m=%d, block_n=%d: each must be <= %d",
@@ -115,87 +101,88 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     plan->block_n = p->block_n > 0 ? p->block_n : auto_block_n(pb, kern, plan->block_m);
 
     const size_t d = (size_t)pb->head_dim, dp = (size_t)pb->head_dim_pad, nr = (size_t)kern->nr;
-    const size_t bm_ = (size_t)plan->block_m, bn = (size_t)plan->block_n;
+    const size_t bm_ = (size_t)plan->block_m, bn = (size_t)plan->block_n, f = sizeof(float);
     const size_t group = (size_t)pb->group;
     plan->qblocks = (pb->seq_q + plan->block_m - 1) / plan->block_m;
     plan->kvblocks = (pb->seq_k + plan->block_n - 1) / plan->block_n;
     const size_t panels = ((size_t)pb->seq_q + nr - 1) / nr;
-    size_t locks;
     plan->col_panels = (pb->head_dim_pad + kern->nr - 1) / kern->nr;
     const size_t row_cols = (size_t)plan->col_panels * nr;
-    if (!floats3((size_t)pb->seq_q, row_cols, 1, &plan->rows_floats) ||
-        !floats3(panels, d + 1, nr, &plan->panels_floats) ||
-        !floats3((size_t)plan->qblocks * bm_, d, 1, &plan->slot_floats) ||
-        !floats3(group, (size_t)plan->qblocks, 1, &locks))
+    size_t rows_b, panels_b, slot_b;
+    if (!bytes3((size_t)pb->seq_q, row_cols, f, &rows_b) || !bytes3(panels, (d + 1) * nr, f, &panels_b) ||
+        !bytes3((size_t)plan->qblocks * bm_, d, f, &slot_b))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
-    size_t half;
-    if (!fa_add_size(plan->rows_floats, plan->panels_floats, &half) ||
-        !fa_mul_size(half, 2, &plan->head_floats))
+    fa_layout_init(&plan->head, "bwd head");
+    fa_layout_array(&plan->head, FA_BWD_HEAD_QS, "q rows", 1, rows_b);
+    fa_layout_array(&plan->head, FA_BWD_HEAD_QT, "q^t panels", 1, panels_b);
+    fa_layout_array(&plan->head, FA_BWD_HEAD_DOS, "do rows", 1, rows_b);
+    fa_layout_array(&plan->head, FA_BWD_HEAD_DOT, "do^t panels", 1, panels_b);
+    if (plan->head.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
 
-    size_t heads_f, slot_group_f;
-    if (!fa_mul_size(group, plan->head_floats, &heads_f) ||
-        !fa_mul_size(group, plan->slot_floats, &slot_group_f))
-        return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
     /* Deterministic chunks: as many as the kv-blocks give, within the
      * budget; the count depends on the problem only, never on threads. */
+    size_t slot_group_b;
+    if (!fa_mul_size(group, fa_round_up(slot_b, FA_LAYOUT_ALIGN), &slot_group_b))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
     int slots = 1;
     if (plan->deterministic) {
         slots = plan->kvblocks < FA_BWD_MAX_SLOTS ? (int)plan->kvblocks : FA_BWD_MAX_SLOTS;
         if (slots < 1) slots = 1;
-        while (slots > 1 && slot_group_f > FA_BWD_PASS_BUDGET_BYTES / sizeof(float) / (size_t)slots)
-            slots /= 2;
+        while (slots > 1 && slot_group_b > FA_BWD_PASS_BUDGET_BYTES / (size_t)slots) slots /= 2;
     }
     plan->slots = slots;
     plan->shared_dq = !plan->deterministic && plan->threads > 1;
-    size_t slots_f, gf;
-    if (!fa_mul_size(slot_group_f, (size_t)slots, &slots_f) || !fa_add_size(heads_f, slots_f, &gf) ||
-        !fa_add_size(gf, locks, &gf))
+    size_t locks;
+    if (!fa_mul_size(group, (size_t)plan->qblocks, &locks))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
-    plan->slots_offset = heads_f;
-    plan->locks_offset = heads_f + slots_f;
-    plan->group_floats = gf;
+    fa_layout_init(&plan->group, "bwd group");
+    fa_layout_array(&plan->group, FA_BWD_GROUP_HEADS, "heads", group, plan->head.size);
+    fa_layout_array(&plan->group, FA_BWD_GROUP_DQ, "dq^t", (size_t)slots * group, slot_b);
+    fa_layout_scalars(&plan->group, FA_BWD_GROUP_LOCKS, "locks", locks, sizeof(atomic_int));
+    if (plan->group.overflow)
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
 
-    size_t off = 0;
-    plan->t_kaug = off, off += r16(bn * (d + 1));
-    plan->t_vaug = off, off += r16(bn * (d + 1));
-    plan->t_kt = off, off += r16(d * bn);
-    plan->t_dk = off, off += r16(bn * dp);
-    plan->t_dv = off, off += r16(bn * dp);
     /* S^T and dP^T rows an odd number of 64-byte lines apart: dQ^T reads
      * dP^T as its B operand, a 32-float slice of every row, and at block_m
      * = 128 (8 lines) those slices fell in a quarter of L1's sets and
-     * missed. Cachegrind (avx2 path, L1 48 KiB 12-way, seq 512, 2 heads):
-     * 2.81M -> 2.13M L1 read misses in the GEMMs of a forward + backward. */
-    plan->tile_ld = (int64_t)r16(bm_);
+     * missed (docs/performance.md has the cachegrind counts). */
+    plan->tile_ld = (int64_t)fa_round_up(bm_, 16);
     if (plan->tile_ld / 16 % 2 == 0) plan->tile_ld += 16;
     const size_t lt = (size_t)plan->tile_ld;
-    plan->t_st = off, off += r16(bn * lt);
-    plan->t_dpt = off, off += r16(bn * lt);
-    plan->t_dqt = off, off += r16(d * bm_);
-    /* packing: Qs, dO and O rows; reduce: 16 dQ rows */
-    plan->t_row = off, off += 3 * r16(row_cols) > r16(16 * d) ? 3 * r16(row_cols) : r16(16 * d);
     plan->bf16_dot = kern->gemm_bf16 && pb->q->dtype == FLASHATTN_BF16 &&
                      pb->k->dtype == FLASHATTN_BF16 && pb->v->dtype == FLASHATTN_BF16 &&
                      dout_dtype == FLASHATTN_BF16;
-    plan->t_cols = 0;
-    if (plan->bf16_dot) plan->t_cols = off, off += 2 * r16(bm_);
+    /* packing: Qs, dO and O rows; reduce: 16 dQ rows */
+    const size_t row_f = 3 * fa_round_up(row_cols, 16) > fa_round_up(16 * d, 16)
+                             ? 3 * fa_round_up(row_cols, 16) : fa_round_up(16 * d, 16);
+    fa_layout *t = &plan->thread;
+    fa_layout_init(t, "bwd thread");
+    fa_layout_array(t, FA_BWD_THREAD_KAUG, "k rows", 1, bn * (d + 1) * f);
+    fa_layout_array(t, FA_BWD_THREAD_VAUG, "v rows", 1, bn * (d + 1) * f);
+    fa_layout_array(t, FA_BWD_THREAD_KT, "k^t", 1, d * bn * f);
+    fa_layout_array(t, FA_BWD_THREAD_DK, "dk", 1, bn * dp * f);
+    fa_layout_array(t, FA_BWD_THREAD_DV, "dv", 1, bn * dp * f);
+    fa_layout_array(t, FA_BWD_THREAD_ST, "s^t", 1, bn * lt * f);
+    fa_layout_array(t, FA_BWD_THREAD_DPT, "dp^t", 1, bn * lt * f);
+    fa_layout_array(t, FA_BWD_THREAD_DQT, "dq^t", 1, d * bm_ * f);
+    fa_layout_array(t, FA_BWD_THREAD_ROW, "rows", 1, row_f * f);
+    fa_layout_array(t, FA_BWD_THREAD_COLS, "lse and d", 1, plan->bf16_dot ? 2 * fa_round_up(bm_, 16) * f : 0);
     /* (products of validated sizes: heads_kv * head_dim and seq_k fit) */
     plan->stream_dkv = 2 * pb->batch * pb->seq_k * pb->heads_kv * pb->head_dim >= FA_BWD_STREAM_ELEMS;
-    plan->thread_floats = off;
 
     const int64_t groups = pb->batch * pb->heads_kv;
-    const size_t group_bytes = gf <= SIZE_MAX / sizeof(float) ? gf * sizeof(float) : SIZE_MAX;
+    const size_t group_bytes = plan->group.size;
     int64_t per_pass = group_bytes ? (int64_t)(FA_BWD_PASS_BUDGET_BYTES / group_bytes) : groups;
     if (per_pass > groups) per_pass = groups;
     if (per_pass < 1) per_pass = 1;
     plan->groups_per_pass = per_pass;
 
-    size_t total, part;
-    if (!fa_mul_size(gf, (size_t)per_pass, &total) || !fa_mul_size(total, sizeof(float), &total) ||
-        !fa_mul_size(plan->thread_floats * sizeof(float), (size_t)plan->threads, &part) ||
-        !fa_add_size(total, part, &total) || !fa_add_size(total, 64, &total))
+    fa_layout_init(&plan->ws, "bwd workspace");
+    fa_layout_array(&plan->ws, FA_BWD_WS_GROUPS, "groups", (size_t)per_pass, group_bytes);
+    fa_layout_array(&plan->ws, FA_BWD_WS_THREADS, "threads", (size_t)plan->threads, t->size);
+    if (t->overflow || plan->ws.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
-    plan->workspace_bytes = total;
+    plan->workspace_bytes = fa_layout_workspace_bytes(&plan->ws);
     return FLASHATTN_OK;
 }

@@ -3,12 +3,13 @@
  * O(seq * head_dim) per (batch, kv-head) group in flight plus per-thread
  * tiles; nothing grows with seq_q * seq_k.
  */
-#ifndef FA_TILES_BWD_H
-#define FA_TILES_BWD_H
+#ifndef FA_PLAN_TILES_BWD_H
+#define FA_PLAN_TILES_BWD_H
 
 #include <stddef.h>
 
-#include "driver/problem.h"
+#include "core/layout.h"
+#include "core/problem.h"
 #include "kernels/kernels.h"
 
 /* Deterministic mode: at most this many fixed chunks of kv-blocks, each
@@ -36,30 +37,12 @@ typedef struct fa_bwd_plan {
     int64_t qblocks, kvblocks;
     int64_t groups_per_pass;
 
-    /* One query head, in floats, each part 64-byte aligned:
-     *   Q rows    [col_panels][seq_q][nr]           Q * scale
-     *   Qs^T      [panels][head_dim + 1][nr]        Q * scale * log2(e); last
-     *                                               row: LSE * log2(e)
-     *   dO        [col_panels][seq_q][nr]
-     *   dO^T      [panels][head_dim + 1][nr]        last row: D = rowsum(dO * O)
-     * where panels = ceil(seq_q / nr) and col_panels = ceil(head_dim_pad / nr):
-     * Q and dO rows are the B operands of dK and dV, read nr columns at a time,
-     * so each nr-column slice of them is contiguous (zero past head_dim):
-     * ~5% on the whole backward at d = 128 against [seq_q][head_dim_pad]
-     * rows (CPU time, seq 4096, one thread, medians of 10 under load). */
-    int64_t col_panels;
-    size_t rows_floats, panels_floats, head_floats;
-    /* dQ^T accumulator of one head: [qblocks][head_dim][block_m]. */
-    size_t slot_floats;
-    /* One group: group * head_floats, then slots * group * slot_floats, then
-     * one lock (an int) per (head, q-block). */
-    size_t group_floats, slots_offset, locks_offset;
-
-    /* Per-thread tiles, offsets in floats from the thread's area. */
-    size_t t_kaug, t_vaug, t_kt, t_dk, t_dv, t_st, t_dpt, t_dqt, t_row;
-    size_t t_cols; /* dot route: a step's LSE*log2(e) and D per query, 2 x block_m */
-    size_t thread_floats;
-    size_t workspace_bytes;
+    int64_t col_panels;       /* ceil(head_dim_pad / nr) */
+    fa_layout ws;             /* FA_BWD_WS_*: the whole workspace */
+    fa_layout group;          /* FA_BWD_GROUP_*: one (batch, kv-head) group's area */
+    fa_layout head;           /* FA_BWD_HEAD_*: one packed query head */
+    fa_layout thread;         /* FA_BWD_THREAD_*: one thread's tiles */
+    size_t workspace_bytes;   /* ws, plus alignment slack */
 } fa_bwd_plan;
 
 /* Fill plan from a validated problem (the forward's part, and dO's dtype)
@@ -69,5 +52,37 @@ typedef struct fa_bwd_plan {
 flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
                              const flashattn_params *p, const fa_kernels *kern,
                              fa_bwd_plan *plan);
+
+/* The workspace: groups_per_pass group areas, then one tile area a thread. */
+enum { FA_BWD_WS_GROUPS, FA_BWD_WS_THREADS };
+
+/* A group's area: its packed query heads (group of them), the dQ^T
+ * accumulators (slots x group of them, slot-major: [slot][head], each
+ * [qblocks][head_dim][block_m] floats), and one lock (an atomic_int) per
+ * (head, q-block). */
+enum { FA_BWD_GROUP_HEADS, FA_BWD_GROUP_DQ, FA_BWD_GROUP_LOCKS };
+
+/* One packed query head, in floats, where panels = ceil(seq_q / nr):
+ *   QS   [col_panels][seq_q][nr]     Q * scale
+ *   QT   [panels][head_dim + 1][nr]  Q * scale * log2(e); last row: LSE * log2(e)
+ *   DOS  [col_panels][seq_q][nr]     dO
+ *   DOT  [panels][head_dim + 1][nr]  dO^T; last row: D = rowsum(dO * O)
+ * Q and dO rows are the B operands of dK and dV, read nr columns at a
+ * time, so each nr-column slice of them is contiguous (zero past head_dim).
+ * On the bf16 dot-product route QT and DOT hold pairs of bf16 (the same
+ * room suffices). */
+enum { FA_BWD_HEAD_QS, FA_BWD_HEAD_QT, FA_BWD_HEAD_DOS, FA_BWD_HEAD_DOT };
+
+/* One thread's tiles, in floats (d = head_dim, dp = head_dim_pad):
+ *   KAUG, VAUG  [block_n][d + 1]   K and V rows with a -1 column (A of S^T, dP^T)
+ *   KT          [d][block_n]       K^T (A of dQ^T)
+ *   DK, DV      [block_n][dp]      the item's accumulators
+ *   ST, DPT     [block_n][tile_ld] S^T/P^T and dP^T/dS^T
+ *   DQT         [d][block_m]       a step's dQ^T, before the locked add
+ *   ROW         packing: Q, dO and O rows; reducing: 16 dQ rows
+ *   COLS        dot route: a step's LSE * log2(e) and D per query */
+enum { FA_BWD_THREAD_KAUG, FA_BWD_THREAD_VAUG, FA_BWD_THREAD_KT, FA_BWD_THREAD_DK,
+       FA_BWD_THREAD_DV, FA_BWD_THREAD_ST, FA_BWD_THREAD_DPT, FA_BWD_THREAD_DQT,
+       FA_BWD_THREAD_ROW, FA_BWD_THREAD_COLS };
 
 #endif

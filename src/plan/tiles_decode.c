@@ -36,15 +36,11 @@
 
 #include <stdint.h>
 
-#include "api/status.h"
-#include "api/validate.h"
+#include "core/status.h"
+#include "core/threads.h"
+#include "core/size.h"
 #include "plan/tiles.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#define FA_ALIGN_FLOATS 16
 #define FA_DECODE_KEYS 64                /* keys per step by default */
 #define FA_DECODE_KV_BYTES (256u << 10)  /* one step's K/V rows of an item, as f32 */
 #define FA_DECODE_ROWS 128               /* most rows per item by default */
@@ -62,16 +58,6 @@
  * each build): seq_q 8 8.4-8.8 -> 7.4-8.3 ms, 32 24-31 -> 24, 64 51-59 ->
  * 42-51, 128 96-120 -> 74-96, 256 172-180 -> 145-146. */
 #define FA_DECODE_WIDE_BYTES (768u << 10)
-
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-static int default_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 /* n items of at most `most` each, as even as possible: the item size. */
 static int64_t even(int64_t n, int64_t most) {
@@ -136,7 +122,7 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     const fa_problem *pb = &dp->base;
     const size_t d = (size_t)pb->head_dim, dpad = (size_t)pb->head_dim_pad;
     const int64_t group = pb->group;
-    plan->threads = p->num_threads > 0 ? p->num_threads : default_threads();
+    plan->threads = fa_threads_or_default(p->num_threads);
     /* Keys are gemm_nt's n (S = Q K^T) and the GEMM's k (P V) here, so any
      * step size works, unlike the forward's NR multiples. */
     if (p->block_n > FA_MAX_BLOCK || p->block_m > FA_MAX_BLOCK)
@@ -172,7 +158,7 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
         /* Every query tile widens its kv-heads' cache again, so wide items
          * take as many rows as keep their Q, S and acc tiles within
          * FA_DECODE_WIDE_BYTES (but at least FA_DECODE_ROWS). */
-        const size_t sld = round_up(bn, FA_ALIGN_FLOATS) + FA_ALIGN_FLOATS;
+        const size_t sld = fa_round_up(bn, FA_COL_ALIGN) + FA_COL_ALIGN;
         int64_t cap = (int64_t)(FA_DECODE_WIDE_BYTES / ((d + sld + dpad) * sizeof(float)));
         if (cap < FA_DECODE_ROWS) cap = FA_DECODE_ROWS;
         plan->queries_per_item = (int)even(pb->seq_q, cap / group < 1 ? 1 : cap / group);
@@ -202,34 +188,34 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     const size_t rows = (size_t)plan->rows;
     /* The wide path's GEMM writes whole multiples of 16 columns of S from
      * any key of a step: up to 15 columns past block_n. */
-    plan->s_stride = plan->wide_piece ? (int)round_up(bn, FA_ALIGN_FLOATS) + FA_ALIGN_FLOATS
+    plan->s_stride = plan->wide_piece ? (int)fa_round_up(bn, FA_COL_ALIGN) + FA_COL_ALIGN
                                       : (int)bn;
-    const size_t piece = (size_t)plan->wide_piece;
+    const size_t piece = (size_t)plan->wide_piece, f = sizeof(float);
     const size_t widened = piece * dpad; /* K panel [d][NR], V rows [NR][dp]; d <= dp */
-    plan->thread_floats = round_up(rows * d, FA_ALIGN_FLOATS) +
-                          round_up(rows * (size_t)plan->s_stride, FA_ALIGN_FLOATS) +
-                          round_up(rows * dpad, FA_ALIGN_FLOATS) +
-                          2 * round_up(rows, FA_ALIGN_FLOATS) + round_up(widened, FA_ALIGN_FLOATS);
+    fa_layout_init(&plan->thread, "decode thread");
+    fa_layout_array(&plan->thread, FA_DECODE_THREAD_Q, "q", 1, rows * d * f);
+    fa_layout_array(&plan->thread, FA_DECODE_THREAD_S, "s", 1, rows * (size_t)plan->s_stride * f);
+    fa_layout_array(&plan->thread, FA_DECODE_THREAD_ACC, "acc", 1, rows * dpad * f);
+    fa_layout_array(&plan->thread, FA_DECODE_THREAD_MAX, "row max", 1, rows * f);
+    fa_layout_array(&plan->thread, FA_DECODE_THREAD_SUM, "row sum", 1, rows * f);
+    fa_layout_array(&plan->thread, FA_DECODE_THREAD_WIDE, "widened piece", 1, widened * f);
 
-    plan->part_floats = plan->part_lse_floats = 0;
-    if (plan->num_splits > 1) {
-        size_t heads_rows, o;
-        /* heads_rows <= o <= SIZE_MAX / 2: rounding up cannot overflow. */
-        if (!fa_mul_size((size_t)pb->batch, (size_t)pb->heads_q, &heads_rows) ||
-            !fa_mul_size(heads_rows, (size_t)pb->seq_q, &heads_rows) ||
-            !fa_mul_size(heads_rows, dpad, &o) || o > SIZE_MAX / 2)
-            return fa_fail(FLASHATTN_ERR_OVERFLOW, "decode partial results overflow size_t");
-        plan->part_floats = round_up(o, FA_ALIGN_FLOATS);
-        plan->part_lse_floats = round_up(heads_rows, FA_ALIGN_FLOATS);
-    }
+    size_t heads_rows = 0, o = 0;
+    if (plan->num_splits > 1 &&
+        (!fa_mul_size((size_t)pb->batch, (size_t)pb->heads_q, &heads_rows) ||
+         !fa_mul_size(heads_rows, (size_t)pb->seq_q, &heads_rows) ||
+         !fa_mul_size(heads_rows, dpad * f, &o) || !fa_mul_size(heads_rows, f, &heads_rows)))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "decode partial results overflow size_t");
+    fa_layout_init(&plan->part, "decode split");
+    fa_layout_array(&plan->part, FA_DECODE_PART_O, "partial o", 1, o);
+    fa_layout_array(&plan->part, FA_DECODE_PART_LSE, "partial lse", 1, heads_rows);
 
-    size_t total, per_split, parts;
-    if (!fa_mul_size(plan->thread_floats * sizeof(float), (size_t)plan->threads, &total) ||
-        !fa_add_size(plan->part_floats, plan->part_lse_floats, &per_split) ||
-        !fa_mul_size(per_split, (size_t)plan->num_splits, &parts) ||
-        !fa_mul_size(parts, sizeof(float), &parts) || !fa_add_size(total, parts, &total) ||
-        !fa_add_size(total, 64, &total))
+    fa_layout_init(&plan->ws, "decode workspace");
+    fa_layout_array(&plan->ws, FA_DECODE_WS_THREADS, "threads", (size_t)plan->threads, plan->thread.size);
+    fa_layout_array(&plan->ws, FA_DECODE_WS_PARTS, "splits",
+                    plan->num_splits > 1 ? (size_t)plan->num_splits : 0, plan->part.size);
+    if (plan->thread.overflow || plan->part.overflow || plan->ws.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
-    plan->workspace_bytes = total;
+    plan->workspace_bytes = fa_layout_workspace_bytes(&plan->ws);
     return FLASHATTN_OK;
 }

@@ -6,12 +6,13 @@
  * query head of those kv-heads), and one of num_splits consecutive parts
  * of the keys those queries see.
  */
-#ifndef FA_TILES_DECODE_H
-#define FA_TILES_DECODE_H
+#ifndef FA_PLAN_TILES_DECODE_H
+#define FA_PLAN_TILES_DECODE_H
 
 #include <stddef.h>
 
-#include "driver/decode_problem.h"
+#include "core/decode_problem.h"
+#include "core/layout.h"
 #include "kernels/kernels.h"
 
 typedef struct fa_decode_plan {
@@ -26,11 +27,24 @@ typedef struct fa_decode_plan {
     int wide_piece;         /* wide path (many rows per kv-head): keys per widened piece of
                                K and V (the GEMM kernel's NR); 0: the cache-reading kernels */
     int s_stride;           /* row stride of S (block_n, plus 16 on the wide path) */
-    size_t thread_floats;   /* per thread: Q, S, acc, K/V rows, m, l, row addresses */
-    size_t part_floats;     /* per split (num_splits > 1): partial O, [batch, seq_q, heads_q, head_dim_pad] */
-    size_t part_lse_floats; /* per split: partial LSE, [batch, heads_q, seq_q] */
-    size_t workspace_bytes;
+    fa_layout ws;           /* FA_DECODE_WS_*: the whole workspace */
+    fa_layout thread;       /* FA_DECODE_THREAD_*: one thread's tiles */
+    fa_layout part;         /* FA_DECODE_PART_*: one split's partial results */
+    size_t workspace_bytes; /* ws, plus alignment slack */
 } fa_decode_plan;
+
+/* The workspace: one tile area a thread, then (num_splits > 1) one area of
+ * partial results a split. */
+enum { FA_DECODE_WS_THREADS, FA_DECODE_WS_PARTS };
+/* A thread's tiles, for an item's `rows` rows: Q [rows][head_dim] (base-2
+ * scaled), S/P [rows][s_stride], acc [rows][head_dim_pad], the running max
+ * and sum [rows], and on the wide path one piece of K ([head_dim][NR]) or
+ * V ([NR][head_dim_pad]) widened to f32. */
+enum { FA_DECODE_THREAD_Q, FA_DECODE_THREAD_S, FA_DECODE_THREAD_ACC, FA_DECODE_THREAD_MAX,
+       FA_DECODE_THREAD_SUM, FA_DECODE_THREAD_WIDE };
+/* A split's partials: O as f32 [batch, seq_q, heads_q, head_dim_pad] and
+ * the LSE [batch, heads_q, seq_q], laid out like the user's. */
+enum { FA_DECODE_PART_O, FA_DECODE_PART_LSE };
 
 /* Fill plan from a validated problem and range-checked params for the
  * kernel table kern (its MR and NR shape the wide path). units = 0: the

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/validate.h"
+#include "reference/keys_ref.h"
 #include "reference/attn_f64.h"
 
 static flashattn_status problem(const flashattn_tensor *q, const flashattn_tensor *k,
@@ -54,7 +55,9 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
-                const int64_t hk = h / pb.group, lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
+                const int64_t hk = h / pb.group;
+                int64_t lo, end;
+                fa_ref_keys(&pb, i, &lo, &end);
                 const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
                 double *oi = o + row;
                 for (int64_t c = 0; c < d; c++) oi[c] = 0.0;
@@ -89,7 +92,9 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
-                const int64_t hk = h / pb.group, lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
+                const int64_t hk = h / pb.group;
+                int64_t lo, end;
+                fa_ref_keys(&pb, i, &lo, &end);
                 const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
                 const double *qi = qd + row, *doi = dod + row;
                 double *dqi = dq + row;

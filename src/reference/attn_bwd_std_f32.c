@@ -5,7 +5,8 @@
 #include <stdlib.h>
 
 #include "api/validate.h"
-#include "kernels/ref/half.h"
+#include "reference/keys_ref.h"
+#include "core/dtype.h"
 #include "reference/attn_f64.h"
 
 static double round_to(float x, flashattn_dtype dt) {
@@ -43,7 +44,9 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
-                const int64_t hk = h / pb.group, lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
+                const int64_t hk = h / pb.group;
+                int64_t lo, end;
+                fa_ref_keys(&pb, i, &lo, &end);
                 const float L = lse[(b * pb.heads_q + h) * pb.seq_q + i];
                 const double *qw = qd + fa_widened_at(q, b, i, h, 0);
                 const double *dow = dod + fa_widened_at(dout, b, i, h, 0);

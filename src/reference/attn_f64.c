@@ -5,7 +5,8 @@
 #include <stdlib.h>
 
 #include "api/validate.h"
-#include "kernels/ref/half.h"
+#include "reference/keys_ref.h"
+#include "core/dtype.h"
 
 double fa_tensor_get(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h, int64_t c) {
     int64_t off = b * t->stride_batch + s * t->stride_seq + h * t->stride_head + c;
@@ -51,7 +52,8 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
         for (int64_t h = 0; h < pb.heads_q; h++) {
             const int64_t hk = h / pb.group;
             for (int64_t i = 0; i < pb.seq_q; i++) {
-                const int64_t lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
+                int64_t lo, end;
+                fa_ref_keys(&pb, i, &lo, &end);
                 double *orow = o + ((b * pb.seq_q + i) * pb.heads_q + h) * d;
                 const double *qr = qd + fa_widened_at(q, b, i, h, 0);
                 double mx = -INFINITY, sum = 0.0;

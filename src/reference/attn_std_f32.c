@@ -5,7 +5,8 @@
 #include <stdlib.h>
 
 #include "api/validate.h"
-#include "kernels/ref/half.h"
+#include "reference/keys_ref.h"
+#include "core/dtype.h"
 #include "reference/attn_f64.h"
 
 static double round_to(float r, flashattn_dtype dt) {
@@ -38,7 +39,9 @@ flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
-                const int64_t lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i), hk = h / pb.group;
+                const int64_t hk = h / pb.group;
+                int64_t lo, end;
+                fa_ref_keys(&pb, i, &lo, &end);
                 const double *qr = qd + fa_widened_at(q, b, i, h, 0);
                 float mx = -INFINITY, sum = 0.0f;
                 for (int64_t j = lo; j < end; j++) {

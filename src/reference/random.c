@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 
 uint64_t fa_rand_u64(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

@@ -47,7 +47,7 @@ static int run_bwd(void *c) {
 }
 
 static flashattn_tensor alloc_bshd(flashattn_dtype dt, int64_t b, int64_t s, int64_t h, int64_t d) {
-    size_t n = (size_t)(b * s * h * d) * (dt == FLASHATTN_F32 ? 4 : 2);
+    size_t n = (size_t)(b * s * h * d) * flashattn_dtype_size(dt);
     return flashattn_tensor_bshd(malloc(n ? n : 1), dt, b, s, h, d);
 }
 
@@ -56,8 +56,9 @@ static double visible_pairs(const bwd_ctx *x) {
     fa_problem pb;
     if (fa_validate_fwd(&x->q, &x->k, &x->v, &x->o, NULL, &x->p, &pb) != FLASHATTN_OK) return 0.0;
     double n = 0.0;
+    const fa_mask mask = fa_seq_of(&pb, 0).mask;
     for (int64_t i = 0; i < pb.seq_q; i++) {
-        int64_t lo = fa_key_lo(&pb, i), end = fa_key_end(&pb, i);
+        int64_t lo = fa_mask_lo(&mask, i), end = fa_mask_end(&mask, i);
         if (end > lo) n += (double)(end - lo);
     }
     return n;

@@ -131,7 +131,7 @@ static int parse_args(int argc, char **argv, dec_opts *o) {
 /* Random rows repeated over the whole buffer: the values do not change
  * the time, and filling gigabytes with fresh normals would. */
 static void fill_cache(flashattn_tensor *t, uint64_t *seed) {
-    const size_t es = t->dtype == FLASHATTN_F32 ? 4 : 2;
+    const size_t es = flashattn_dtype_size(t->dtype);
     const size_t total = (size_t)(t->batch * t->seqlen * t->heads * t->head_dim) * es;
     flashattn_tensor tile = *t;
     tile.batch = 1;
@@ -161,7 +161,7 @@ static int measure(const dec_opts *o, int64_t len, const fa_peak_array *arr, dec
     uint64_t seed = 0x5eed;
     int rc = 1;
     memset(&x, 0, sizeof x);
-    const size_t es = o->kv_dtype == FLASHATTN_F32 ? 4 : 2;
+    const size_t es = flashattn_dtype_size(o->kv_dtype);
     const int64_t page = o->page, pages = page ? (len + page - 1) / page : 0;
     const int64_t pool_rows = page ? o->batch * pages * page : o->batch * len;
     const size_t cbytes = (size_t)(pool_rows * o->heads_kv * o->head_dim) * es;
@@ -266,7 +266,7 @@ int bench_decode_cmd(int argc, char **argv) {
         const double ms = res.ms, bw = res.bw;
         const size_t ws = res.ws;
         const double bytes = 2.0 * (double)(o.batch * o.lens[i] * o.heads_kv * o.head_dim) *
-                             (o.kv_dtype == FLASHATTN_F32 ? 4 : 2);
+                             flashattn_dtype_size(o.kv_dtype);
         const double gbs = bytes / (ms * 1e6);
         if (o.json) {
             printf("{\"mode\": \"decode\", \"kv_len\": %lld, \"kv_dtype\": \"%s\", \"batch\": %lld, "

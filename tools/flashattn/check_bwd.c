@@ -110,7 +110,7 @@ static void *alloc_tensor(flashattn_tensor *t, flashattn_dtype dt, int64_t b, in
     *t = layout == 1 ? flashattn_tensor_bhsd(NULL, dt, b, s, h, row)
                      : flashattn_tensor_bshd(NULL, dt, b, s, h, row);
     t->head_dim = d;
-    t->data = malloc((size_t)(b * s * h * row + 1) * (dt == FLASHATTN_F32 ? 4 : 2));
+    t->data = malloc((size_t)(b * s * h * row + 1) * flashattn_dtype_size(dt));
     return t->data;
 }
 

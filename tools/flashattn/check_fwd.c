@@ -130,7 +130,7 @@ static int alloc_tensor(flashattn_tensor *t, void **mem, size_t *bytes, flashatt
     *t = layout == 1 ? flashattn_tensor_bhsd(NULL, dt, b, s, h, row)
                      : flashattn_tensor_bshd(NULL, dt, b, s, h, row);
     t->head_dim = d;
-    *bytes = (size_t)(b * s * h * row) * (dt == FLASHATTN_F32 ? 4 : 2);
+    *bytes = (size_t)(b * s * h * row) * flashattn_dtype_size(dt);
     *mem = malloc(*bytes ? *bytes : 1);
     t->data = *mem;
     return *mem != NULL;
@@ -213,7 +213,7 @@ static int run_case(const fwd_case *c, uint64_t data_seed, const check_opts *o, 
             if (s) {
                 snprintf(why, sizeof why, "status %d: %s", (int)s, flashattn_last_error());
                 r.failure = why;
-            } else if (!padding_untouched(om, ob, c->dt == FLASHATTN_F32 ? 4 : 2, c->d, c->d + 2 * pad)) {
+            } else if (!padding_untouched(om, ob, (int)flashattn_dtype_size(c->dt), c->d, c->d + 2 * pad)) {
                 r.failure = "wrote outside O's rows";
             }
             r.err = fa_max_abs_err(&out, ref);

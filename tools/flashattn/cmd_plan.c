@@ -16,7 +16,7 @@
 #endif
 
 #include "api/forward.h"
-#include "api/status.h"
+#include "core/status.h"
 #include "api/validate.h"
 #include "cli.h"
 #include "dispatch/isa.h"
@@ -155,7 +155,7 @@ static int plan_profile(const plan_opts *o, const hw_profile *hw) {
     memset(&r, 0, sizeof r);
     flashattn_dtype peak_dt = s->dtype;
     if (hw->tflops[peak_dt] <= 0) peak_dt = hw->tflops[FLASHATTN_F16] > 0 ? FLASHATTN_F16 : FLASHATTN_BF16;
-    const int eb = s->dtype == FLASHATTN_F32 ? 4 : 2;
+    const int eb = (int)flashattn_dtype_size(s->dtype);
     r.in = (plan_input){.batch = s->batch, .heads = s->heads, .heads_kv = s->heads, .seq_q = s->seq,
                         .seq_k = s->seq, .head_dim = s->head_dim, .head_dim_pad = s->head_dim,
                         .causal = s->causal, .in_bytes = eb, .tile_bytes = eb, .kv_stream_bytes = eb,
@@ -218,7 +218,7 @@ static int plan_cpu(const plan_opts *o) {
         fprintf(stderr, "flashattn plan: %s\n", flashattn_last_error());
         return 2;
     }
-    const int eb = s->dtype == FLASHATTN_F32 ? 4 : 2;
+    const int eb = (int)flashattn_dtype_size(s->dtype);
     r.in = (plan_input){.batch = s->batch, .heads = s->heads, .heads_kv = s->heads, .seq_q = s->seq,
                         .seq_k = s->seq, .head_dim = s->head_dim, .head_dim_pad = pb.head_dim_pad,
                         .causal = s->causal, .in_bytes = eb, .tile_bytes = 4, .kv_stream_bytes = 4,

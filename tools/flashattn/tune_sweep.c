@@ -41,14 +41,14 @@ typedef struct {
 } sample;
 
 static flashattn_tensor alloc_bshd(const shape_args *s, flashattn_dtype dt) {
-    size_t n = (size_t)(s->batch * s->seq * s->heads * s->head_dim) * (dt == FLASHATTN_F32 ? 4 : 2);
+    size_t n = (size_t)(s->batch * s->seq * s->heads * s->head_dim) * flashattn_dtype_size(dt);
     return flashattn_tensor_bshd(malloc(n), dt, s->batch, s->seq, s->heads, s->head_dim);
 }
 
 /* Rows [i0, i0 + r) of t, and its first `len` rows when r is 0. */
 static flashattn_tensor rows(const flashattn_tensor *t, int64_t i0, int64_t len) {
     flashattn_tensor v = *t;
-    const size_t es = t->dtype == FLASHATTN_F32 ? 4 : 2;
+    const size_t es = flashattn_dtype_size(t->dtype);
     v.data = (char *)t->data + (size_t)(i0 * t->stride_seq) * es;
     v.seqlen = len;
     return v;

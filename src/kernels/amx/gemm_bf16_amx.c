@@ -49,7 +49,7 @@
 #ifdef FA_AMX_EMULATE
 #include <math.h>
 
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 
 #define FA_GEMM_BF16_AMX fa_gemm_bf16_amx_emulated
 

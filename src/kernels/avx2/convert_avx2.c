@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "kernels/avx2/avx2.h"
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 
 static inline __m256 bf16_to_f32(__m128i h) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -170,7 +170,7 @@ static void block8(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flasha
  * third of a short forward's time. */
 void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                        int rows, int64_t cols) {
-    const int64_t es = dt == FLASHATTN_F32 ? 4 : 2;
+    const int64_t es = fa_dtype_bytes(dt);
     for (int r0 = 0; r0 < rows; r0 += 8) {
         const char *s0 = (const char *)src + r0 * lds * es;
         const int rr = rows - r0 < 8 ? rows - r0 : 8;

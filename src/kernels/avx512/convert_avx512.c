@@ -191,7 +191,7 @@ static inline __attribute__((always_inline)) void transpose_dt(float *dst, int64
                                                                const void *src, int64_t lds,
                                                                const flashattn_dtype dt, int rows,
                                                                int64_t cols) {
-    const int64_t es = dt == FLASHATTN_F32 ? 4 : 2;
+    const int64_t es = fa_dtype_bytes(dt);
     for (int r0 = 0; r0 < rows; r0 += 16) {
         const char *s0 = (const char *)src + r0 * lds * es;
         const int rr = rows - r0 < 16 ? rows - r0 : 16;

@@ -1,5 +1,5 @@
 /* Portable dtype conversions for loading inputs and storing outputs. */
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 #include "kernels/ref/ref.h"
 
 void fa_load_ref(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul) {
@@ -34,23 +34,11 @@ void fa_store_ref(void *dst, flashattn_dtype dt, const float *src, int64_t n, fl
     }
 }
 
-/* One element of a row of dtype dt, widened to f32: exact, except that a
- * signalling f16 NaN comes out quiet (its payload kept), as VCVTPH2PS and
- * the load kernels' multiplication make it. */
-float fa_widen_ref(const void *src, flashattn_dtype dt, int64_t i) {
-    switch (dt) {
-    case FLASHATTN_F16: {
-        const float f = fa_f16_to_f32(((const uint16_t *)src)[i]);
-        return f != f ? fa_bits_f32(fa_f32_bits(f) | 0x00400000u) : f;
-    }
-    case FLASHATTN_BF16: return fa_bf16_to_f32(((const uint16_t *)src)[i]);
-    default: return ((const float *)src)[i];
-    }
-}
+float fa_widen_ref(const void *src, flashattn_dtype dt, int64_t i) { return fa_widen(src, dt, i); }
 
 void fa_transpose_ref(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                       int rows, int64_t cols) {
-    const int64_t es = dt == FLASHATTN_F32 ? 4 : 2;
+    const int64_t es = fa_dtype_bytes(dt);
     for (int r = 0; r < rows; r++) {
         const void *row = (const char *)src + r * lds * es;
         for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = fa_widen_ref(row, dt, c);

@@ -8,7 +8,7 @@
  */
 #include <math.h>
 
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 #include "kernels/ref/ref.h"
 
 /* Subnormal to zero of the same sign: the instruction's DAZ on bf16 inputs

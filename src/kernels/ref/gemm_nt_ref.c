@@ -6,7 +6,7 @@
  * baseline ISA without reassociating anything. A row of B in f16 or bf16
  * is widened to f32 first (exactly), k elements at a time.
  */
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 #include "kernels/ref/ref.h"
 
 /* Adds x[p] * y[p] to s[p % 8] for p < k; k is a multiple of 8 except

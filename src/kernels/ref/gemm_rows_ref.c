@@ -4,7 +4,7 @@
  * portable gemm on an f32 copy of B's block (widening is exact), so each
  * element is gemm's FMA chain by construction.
  */
-#include "kernels/ref/half.h"
+#include "core/dtype.h"
 #include "kernels/ref/ref.h"
 
 #define KSTEP 64 /* rows of B widened at a time */

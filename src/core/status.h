@@ -1,6 +1,6 @@
 /* Status codes with a per-thread detail message. */
-#ifndef FA_STATUS_H
-#define FA_STATUS_H
+#ifndef FA_CORE_STATUS_H
+#define FA_CORE_STATUS_H
 
 #include "flashattn.h"
 

@@ -1,11 +1,8 @@
-/* Status strings, the per-thread error detail, and the version. */
-#include "api/status.h"
+/* Status strings and the per-thread error detail. */
+#include "core/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-
-#define FA_STR2(x) #x
-#define FA_STR(x) FA_STR2(x)
 
 static _Thread_local char last_error[256];
 
@@ -38,9 +35,4 @@ const char *flashattn_strerror(flashattn_status s) {
     case FLASHATTN_ERR_UNSUPPORTED: return "not supported";
     default: return "unknown status code";
     }
-}
-
-const char *flashattn_version(void) {
-    return FA_STR(FLASHATTN_VERSION_MAJOR) "." FA_STR(FLASHATTN_VERSION_MINOR) "." FA_STR(
-        FLASHATTN_VERSION_PATCH);
 }

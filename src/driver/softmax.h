@@ -1,0 +1,62 @@
+/*
+ * The online softmax, shared by the forward's q-blocks and decode's work
+ * items (the backward recomputes P from the LSE instead):
+ *
+ *   per kv-step:  m' = max(m, rowmax S);  P = exp2(S - m');
+ *                 l = l * 2^(m - m') + rowsum P;  acc *= 2^(m - m')
+ *   at the end:   O = acc / l;  LSE = ln 2 * (m + log2 l)
+ *
+ * The step is split so that callers can take the maxima of a strip of rows
+ * (kern->row_max after the score stage) before any of its exponentials:
+ * the rows' max and exp2 chains then overlap.
+ */
+#ifndef FA_DRIVER_SOFTMAX_H
+#define FA_DRIVER_SOFTMAX_H
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#define FA_LN2 0.69314718055994530942
+
+/* The step, with bmax the row's max over this step's scores: S turned
+ * into P in place,
+ *   m' = max(m, bmax);  P = exp2(S - m');  l = l * 2^(m - m') + rowsum P;
+ *   acc[0..acc_n) *= 2^(m - m'), unless acc holds nothing yet (first) or
+ *   m did not change.
+ * A row that has seen no visible key yet gets P = 0 and keeps m = -inf
+ * (exp2(-inf - -inf) would be NaN). */
+static inline void fa_softmax_row_exp(const fa_kernels *kern, float *row, int64_t n, float bmax,
+                                      float *m, float *l, float *acc, int64_t acc_n, int first) {
+    const float mnew = bmax > *m ? bmax : *m;
+    if (mnew == -INFINITY) {
+        memset(row, 0, (size_t)n * sizeof(float));
+        return;
+    }
+    /* 0 when m was -inf, 1 when m did not change: exactly what exp2f
+     * gives there, without the call (short rows feel it) */
+    const float alpha = *m == -INFINITY ? 0.0f : *m == mnew ? 1.0f : exp2f(*m - mnew);
+    *l = *l * alpha + kern->exp2_sum(row, n, mnew);
+    if (!first && alpha != 1.0f) kern->scale(acc, acc_n, alpha);
+    *m = mnew;
+}
+
+/* The end of a row: O = acc / l into orow (dtype odt, d elements) and, when
+ * lse is not NULL, *lse = ln 2 * (m + log2 l). A row that saw no key (l = 0)
+ * gets O = 0 and LSE = -inf; acc is then cleared (it may hold garbage). The
+ * log2 runs in double and only when asked: it costs as much as a short
+ * row's softmax. */
+static inline void fa_softmax_finalize_row(const fa_kernels *kern, void *orow, flashattn_dtype odt,
+                                           float *acc, int64_t d, float m, float l, float *lse) {
+    if (l == 0.0f) {
+        memset(acc, 0, (size_t)d * sizeof(float));
+        kern->store(orow, odt, acc, d, 1.0f);
+        if (lse) *lse = -INFINITY;
+        return;
+    }
+    kern->store(orow, odt, acc, d, 1.0f / l);
+    if (lse) *lse = (float)(FA_LN2 * ((double)m + log2((double)l)));
+}
+
+#endif
