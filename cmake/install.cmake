@@ -8,19 +8,13 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(FLASHATTN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/flashattn CACHE STRING
-  "Where the CMake package files go, relative to the prefix")
-mark_as_advanced(FLASHATTN_CMAKE_DIR)
+set(FLASHATTN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/flashattn)
 
-# The consumer sees the exported name, not the build's target names:
-# flashattn::flashattn and flashattn::flashattn_static.
-set_target_properties(flashattn PROPERTIES EXPORT_NAME flashattn)
-set_target_properties(flashattn_static PROPERTIES EXPORT_NAME flashattn_static)
-
-# The objects of flashattn_objs are compiled into both libraries
-# ($<TARGET_OBJECTS:...>), not linked, so the export set needs neither it nor
-# the internal targets; INCLUDES DESTINATION adds the installed include
-# directory to the exported targets, whose build-tree one is a BUILD_INTERFACE.
+# Exported as flashattn::flashattn and flashattn::flashattn_static. The
+# objects of flashattn_objs are compiled into both ($<TARGET_OBJECTS:...>),
+# not linked, so the export set needs neither it nor the internal targets;
+# INCLUDES DESTINATION adds the installed include directory to the exported
+# targets, whose build-tree one is a BUILD_INTERFACE.
 install(TARGETS flashattn flashattn_static EXPORT flashattnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT devel
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel
