@@ -14,6 +14,10 @@
 set -u
 BUILD=${1:?usage: see the head of test_install.sh} SRC=$2 CMAKE=$3 CC=$4 CONFIG=$5
 SANITIZE=$6 VERSION=$7 LIBDIR=$8 INCLUDEDIR=$9 DOCDIR=${10} GENERATOR=${11}
+# These would send the install elsewhere (DESTDIR), make it symlinks into the
+# build tree (CMAKE_INSTALL_MODE) or prefix pkg-config's paths: the test
+# checks the plain install.
+unset DESTDIR CMAKE_INSTALL_MODE PKG_CONFIG_SYSROOT_DIR
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
 die() { echo "FAIL: $*"; exit 1; }
