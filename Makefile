@@ -1,13 +1,16 @@
 # Thin wrapper over CMake. `make run`: build Release and print the benchmark
 # table against standard attention. `make test`: build, run every test, then
-# again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# again under AddressSanitizer + UndefinedBehaviorSanitizer. `make install
+# PREFIX=/opt/flashattn`: build Release and install the header, both
+# libraries, the CMake package and the pkg-config file (DESTDIR works too).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?= --seq 512,1024,2048,4096 --heads 8 --head-dim 128 --reps 3
 VENV ?= $(BUILD)/venv
+PREFIX ?= /usr/local
 
-.PHONY: all build run test test-release test-asan test-python clean
+.PHONY: all build run test test-release test-asan test-python install clean
 
 all: build
 
@@ -36,6 +39,13 @@ test-python:
 	$(VENV)/bin/pip install -q numpy ml_dtypes pytest scikit-build-core
 	$(VENV)/bin/pip install -q --no-build-isolation -C build-dir=$(BUILD)/python .
 	$(VENV)/bin/pytest -q python/tests
+
+# The prefix is given at configure time too: GNUInstallDirs picks the library
+# directory from it (lib/<multiarch> for /usr on Debian).
+install:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -61,7 +61,7 @@ extern "C" {
 #endif
 
 #define FLASHATTN_VERSION_MAJOR 0
-#define FLASHATTN_VERSION_MINOR 1
+#define FLASHATTN_VERSION_MINOR 2
 #define FLASHATTN_VERSION_PATCH 0
 
 #define FLASHATTN_MAX_HEAD_DIM 256
@@ -336,7 +336,7 @@ FLASHATTN_API const char *flashattn_strerror(flashattn_status s);
 /* Details of the last error on this thread ("" if none), e.g. which tensor. */
 FLASHATTN_API const char *flashattn_last_error(void);
 
-/* "0.1.0" */
+/* "0.2.0" */
 FLASHATTN_API const char *flashattn_version(void);
 /* Name of the kernel path in use: "scalar", "avx2", "avx512" or "avx512bf16"
  * (AVX-512 plus the bf16 dot-product instruction). It is chosen once from
