@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures in README's "Performance" section: one run of each table, in
+# The figures in docs/performance.md ("Report run" sections): one run of each table, in
 # sequence (never two benchmarks at once), on a quiet machine.
 # usage: bench/report.sh [path/to/flashattn] > report.txt
 set -u
