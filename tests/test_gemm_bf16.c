@@ -178,7 +178,7 @@ static void check_runs(const fa_kernels *kern, int exact, uint64_t *rng) {
             check_shape(kern, exact, shapes[i][0], i % 3 ? 32 : 16, shapes[i][1], i & 1,
                         i & 1 ? 1.0f : 0.0883883f, 0, rng);
             /* round 0: one run; 1: done after every call; 2: after some */
-            if (kern->gemm_bf16_done && (round == 1 || (round == 2 && i % 3 == 1)))
+            if (round == 1 || (round == 2 && i % 3 == 1))
                 kern->gemm_bf16_done();
         }
 }
@@ -194,7 +194,7 @@ int main(void) {
     static const int64_t kps[] = {0, 1, 2, 3, 7, 16, 33, 64, 70};
     for (int t = 0; t < n; t++) {
         const fa_kernels *kern = isas[t];
-        if (!kern->gemm_bf16 || kern->gemm_bf16 == fa_gemm_bf16_ref) continue;
+        if (!kern->bf16_dot || kern->gemm_bf16 == fa_gemm_bf16_ref) continue;
         /* the real instructions are the tables named exactly avx512bf16 and amx */
         const int exact = strcmp(kern->isa, "avx512bf16") != 0 && strcmp(kern->isa, "amx") != 0;
         tested++;
@@ -212,7 +212,7 @@ int main(void) {
             printf("[%s] order probe: %a (%s)\n", kern->isa, probe,
                    probe == 0x1.000002p0f ? "odd product first, as the SDM states" : "not the SDM's order");
         }
-        if (kern->gemm_bf16_done) kern->gemm_bf16_done();
+        kern->gemm_bf16_done();
     }
     printf("gemm_bf16 kernels tested: %d%s\n", tested,
            tested ? "" : " (no AVX-512 here: the portable definition alone)");

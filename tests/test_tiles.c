@@ -16,6 +16,7 @@
 #include "plan/tile_rule.h"
 #include "plan/tiles.h"
 #include "plan/tune_file.h"
+#include "tool/tool.h"
 #include "testutil.h"
 
 static fa_tile_query query(int64_t seq, int64_t d, int mr, int nr, int64_t l1, int64_t l2, int threads) {

@@ -76,6 +76,8 @@ static int same_but_bf16(const fa_kernels *a, const fa_kernels *b) {
     memcpy(&x, a, sizeof x);
     memcpy(&y, b, sizeof y);
     x.isa = y.isa = NULL;
+    x.cpu_supported = y.cpu_supported = NULL;
+    x.bf16_dot = y.bf16_dot = 0;
     x.gemm_bf16 = y.gemm_bf16 = NULL;
     x.gemm_bf16_done = y.gemm_bf16_done = NULL;
     return memcmp(&x, &y, sizeof x) == 0;
@@ -131,18 +133,21 @@ int tt_isas_dot(const fa_kernels *out[], int max) {
     scalar_dot = fa_kernels_scalar;
     scalar_dot.isa = "scalar+bf16ref";
     scalar_dot.gemm_bf16 = fa_gemm_bf16_ref;
+    scalar_dot.bf16_dot = 1;
     if (k < max) out[k++] = &scalar_dot;
 #if defined(FA_HAVE_AVX512) && defined(FA_TEST_BF16_EMULATED)
     if (fa_kernels_by_name("avx512") && k < max) {
         avx512_dot = fa_kernels_avx512;
         avx512_dot.isa = "avx512+bf16emul";
         avx512_dot.gemm_bf16 = fa_gemm_bf16_emulated;
+        avx512_dot.bf16_dot = 1;
         out[k++] = &avx512_dot;
     }
     if (fa_kernels_by_name("avx512") && k < max) {
         amx_dot = fa_kernels_avx512;
         amx_dot.isa = "avx512+amxemul";
         amx_dot.gemm_bf16 = fa_gemm_bf16_amx_emulated;
+        amx_dot.bf16_dot = 1;
         amx_dot.gemm_bf16_done = fa_gemm_bf16_amx_emulated_done;
         out[k++] = &amx_dot;
     }

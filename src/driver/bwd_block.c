@@ -235,12 +235,12 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
             const q_tile q = tile_at(plan, f, seq, gbase, slot, hi, qb);
             step(pb, plan, kern, seq, &t, &q);
         }
-    if (plan->bf16_dot && kern->gemm_bf16_done) kern->gemm_bf16_done();
+    if (plan->bf16_dot) kern->gemm_bf16_done();
 
     const fa_store_fn store = plan->stream_dkv ? kern->store_stream : kern->store;
     for (int r = 0; r < keys; r++) {
         store((void *)fa_row_ptr(pb->dk, b, k0 + j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);
         store((void *)fa_row_ptr(pb->dv, b, k0 + j0 + r, hk), pb->dv->dtype, t.dv + r * dp, d, 1.0f);
     }
-    if (plan->stream_dkv && kern->store_fence) kern->store_fence();
+    if (plan->stream_dkv) kern->store_fence();
 }

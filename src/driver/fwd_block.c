@@ -196,7 +196,7 @@ FA_INLINE void block(fwd_qblock *t, const int dot) {
         softmax_strips(t, j0, dot);
         pv(t, j0, dot);
     }
-    if (dot && t->kern->gemm_bf16_done) t->kern->gemm_bf16_done();
+    if (dot) t->kern->gemm_bf16_done();
     finalize_rows(t);
 }
 

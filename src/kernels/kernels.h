@@ -30,6 +30,7 @@
 #ifndef FA_KERNELS_H
 #define FA_KERNELS_H
 
+#include <assert.h>
 #include <stdint.h>
 
 #include "core/dtype.h"
@@ -55,6 +56,10 @@ static inline void fa_store_stream_with(fa_store_fn plain, fa_store_fn body, int
     plain(d + chunks * es, dt, src + head + chunks, n - head - chunks, mul);
 }
 
+/* Every kernel entry opens by asserting its contract (the shapes below) in
+ * Debug and sanitizer builds; Release builds (NDEBUG) compile it out. */
+#define FA_KERNEL_CONTRACT(cond) assert(cond)
+
 /* No table's mr exceeds it (drivers size per-strip arrays by it;
  * tests/test_kernels.c checks). */
 #define FA_MAX_MR 16
@@ -65,10 +70,19 @@ static inline void fa_store_stream_with(fa_store_fn plain, fa_store_fn body, int
 /* exp2_sum's grouping grain: see exp2_sum below. */
 #define FA_EXP2_SUM_GRAIN 32
 
+/* Every entry of every table is a function: where a path has nothing to
+ * do (a fence, the end of a bf16 run) the entry is a no-op, and where it
+ * lacks an instruction (bf16 dot products) it holds the portable
+ * definition, so callers never test for NULL. */
 typedef struct fa_kernels {
-    const char *isa; /* "scalar", "avx2", "avx512", "avx512bf16" */
-    int mr;          /* max rows of a GEMM call */
-    int nr;          /* max columns of a GEMM call (multiple of FA_COL_ALIGN) */
+    const char *isa;            /* its name in kernels/isa_list.h */
+    int (*cpu_supported)(void); /* whether this CPU (and OS) run the table */
+    int mr;                     /* max rows of a GEMM call */
+    int nr;                     /* max columns of a GEMM call (multiple of FA_COL_ALIGN) */
+    /* 1: gemm_bf16 runs on a bf16 dot-product instruction, and bf16 inputs
+     * take the dot-product route (plan/tiles.c); 0: gemm_bf16 is the
+     * portable definition and bf16 inputs are widened to f32 instead. */
+    int bf16_dot;
 
     void (*gemm)(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
                  int64_t ldb, float *c, int64_t ldc, int accumulate);
@@ -109,8 +123,8 @@ typedef struct fa_kernels {
      * results are used (the drivers: at the end of every work item). */
     void (*store_stream)(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
 
-    /* Orders this thread's store_stream writes before its later stores;
-     * NULL when store_stream never writes around the caches. */
+    /* Orders this thread's store_stream writes before its later stores (a
+     * no-op where store_stream never writes around the caches). */
     void (*store_fence)(void);
 
     /* C[m x n] = A[m x k] . B^T, B given as n rows of k elements of dtype
@@ -154,9 +168,10 @@ typedef struct fa_kernels {
     void (*transpose)(float *dst, int64_t ldd, const void *src, int64_t lds,
                       flashattn_dtype dt, int rows, int64_t cols);
 
-    /* BF16 dot-product GEMM tile, AVX512_BF16's VDPBF16PS; NULL in tables
-     * whose CPU lacks the instruction (there bf16 inputs are widened to f32
-     * when packing and run on gemm, which is faster than emulating it):
+    /* BF16 dot-product GEMM tile, AVX512_BF16's VDPBF16PS or AMX's
+     * TDPBF16PS; in tables whose CPU lacks both, the portable definition
+     * (there bf16 inputs are widened to f32 when packing and run on gemm,
+     * which is faster than emulating it, so only tests call it):
      *
      *      C[m x n]  =  alpha * A[m x 2kp] . B[2kp x n],  or  C += A . B
      *
@@ -184,19 +199,17 @@ typedef struct fa_kernels {
      * keep state from one call to the next (AMX: the tile configuration,
      * loaded once for a run of calls of one shape instead of once a call),
      * and this frees it, so that nothing is left behind for other code on
-     * the thread (a user's own AMX code, say). NULL when gemm_bf16 keeps
-     * none. Whoever calls gemm_bf16 calls this before the thread leaves
+     * the thread (a user's own AMX code, say); a no-op when gemm_bf16
+     * keeps none. Whoever calls gemm_bf16 calls this before the thread leaves
      * the library: the drivers at the end of every work item. Results
      * never depend on where runs begin or end. */
     void (*gemm_bf16_done)(void);
 } fa_kernels;
 
-/* Tables defined by each ISA's files. SIMD tables exist only when the
- * compiler could build them; fa_kernels_for() also checks the CPU. */
-extern const fa_kernels fa_kernels_scalar;
-extern const fa_kernels fa_kernels_avx2;
-extern const fa_kernels fa_kernels_avx512;
-extern const fa_kernels fa_kernels_avx512bf16;
-extern const fa_kernels fa_kernels_amx;
+/* The tables, one a path of kernels/isa_list.h, each defined by its
+ * path's files. A path's table exists only when the compiler could build
+ * it (dispatch/isa.h lists those); dispatch also asks its cpu_supported. */
+#define FA_ISA(name, automatic, flags) extern const fa_kernels fa_kernels_##name;
+#include "kernels/isa_list.h"
 
 #endif /* FA_KERNELS_H */

@@ -131,7 +131,7 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     if (!fa_mul_size(kpanels * (size_t)kern->nr, d * f, &kf) ||
         !fa_mul_size((size_t)pb->seq_k, dp * f, &vf))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "packed K/V size overflows");
-    plan->bf16_dot = kern->gemm_bf16 && pb->q->dtype == FLASHATTN_BF16 &&
+    plan->bf16_dot = kern->bf16_dot && pb->q->dtype == FLASHATTN_BF16 &&
                      pb->k->dtype == FLASHATTN_BF16 && pb->v->dtype == FLASHATTN_BF16;
     /* The dot route's pairs take no more room than f32 (head_dim rounded
      * up to even, halved), so only P's bf16 copy is added. */

@@ -150,7 +150,7 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     plan->tile_ld = (int64_t)fa_round_up(bm_, 16);
     if (plan->tile_ld / 16 % 2 == 0) plan->tile_ld += 16;
     const size_t lt = (size_t)plan->tile_ld;
-    plan->bf16_dot = kern->gemm_bf16 && pb->q->dtype == FLASHATTN_BF16 &&
+    plan->bf16_dot = kern->bf16_dot && pb->q->dtype == FLASHATTN_BF16 &&
                      pb->k->dtype == FLASHATTN_BF16 && pb->v->dtype == FLASHATTN_BF16 &&
                      dout_dtype == FLASHATTN_BF16;
     /* packing: Qs, dO and O rows; reduce: 16 dQ rows */

@@ -7,12 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "plan/cpu_model.h"
 #include "plan/tiles.h"
 
 #define FIELDS 8
-
-static const char *const dtype_names[FLASHATTN_DTYPE_COUNT] = {"f32", "f16", "bf16"};
 
 void fa_tune_key_make(fa_tune_key *key, const char *isa, int64_t head_dim, flashattn_dtype dt,
                       int causal) {
@@ -24,7 +23,7 @@ void fa_tune_key_make(fa_tune_key *key, const char *isa, int64_t head_dim, flash
     key->causal = causal;
 }
 
-static int same_key(const fa_tune_key *a, const fa_tune_key *b) {
+int fa_tune_key_equal(const fa_tune_key *a, const fa_tune_key *b) {
     return strcmp(a->cpu, b->cpu) == 0 && strcmp(a->isa, b->isa) == 0 &&
            a->head_dim == b->head_dim && a->dtype == b->dtype && a->causal == b->causal;
 }
@@ -56,7 +55,7 @@ static int parse_entry(const char **f, const size_t *fl, fa_tune_entry *e, char 
     int64_t d, c, bm, bn;
     int dt = -1;
     for (int i = 0; i < FLASHATTN_DTYPE_COUNT; i++)
-        if (fl[3] == strlen(dtype_names[i]) && memcmp(f[3], dtype_names[i], fl[3]) == 0) dt = i;
+        if (fl[3] == strlen(fa_dtype_name(i)) && memcmp(f[3], fa_dtype_name(i), fl[3]) == 0) dt = i;
     const char *bad = !copy_field(e->key.cpu, sizeof e->key.cpu, f[0], fl[0])   ? "cpu model"
                       : !copy_field(e->key.isa, sizeof e->key.isa, f[1], fl[1]) ? "isa"
                       : !parse_int(f[2], fl[2], 1, FLASHATTN_MAX_HEAD_DIM, &d)  ? "head_dim"
@@ -164,8 +163,7 @@ int fa_tune_take_warning(char *buf, size_t n) {
     return had;
 }
 
-/* Whole file into a NUL-terminated heap buffer; NULL with why on failure. */
-static char *read_file(const char *path, size_t *len, char *why, size_t why_n) {
+char *fa_tune_read_file(const char *path, size_t *len, char *why, size_t why_n) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(why, why_n, "cannot open it (%s)", strerror(errno));
@@ -191,7 +189,7 @@ static void load_locked(const char *path) {
     size_t len = 0;
     snprintf(tune.path, sizeof tune.path, "%s", path);
     tune.n = 0;
-    char *text = read_file(path, &len, why, sizeof why);
+    char *text = fa_tune_read_file(path, &len, why, sizeof why);
     if (!text || !fa_tune_parse(text, len, tune.entries, FA_TUNE_MAX_ENTRIES, &tune.n, why, sizeof why)) {
         tune.n = 0;
         warn_in_lock("tuning file %s ignored: %s", path, why);
@@ -218,7 +216,7 @@ int fa_tune_lookup(const fa_tune_key *key, int *block_m, int *block_n) {
         if (fresh) load_locked(path);
         for (int i = 0; i < tune.n && !found; i++) {
             cpu_seen |= strcmp(tune.entries[i].key.cpu, key->cpu) == 0;
-            if (same_key(&tune.entries[i].key, key)) {
+            if (fa_tune_key_equal(&tune.entries[i].key, key)) {
                 *block_m = tune.entries[i].block_m;
                 *block_n = tune.entries[i].block_n;
                 found = 1;
@@ -231,67 +229,4 @@ int fa_tune_lookup(const fa_tune_key *key, int *block_m, int *block_n) {
     }
     pthread_mutex_unlock(&tune.lock);
     return found;
-}
-
-/* ---- writing (the tuner) ------------------------------------------------ */
-
-static int write_all(FILE *f, const fa_tune_entry *e, int n) {
-    int ok = fprintf(f, "%s\n# written by `flashattn tune --save`; used when FLASHATTN_TUNE_FILE "
-                        "names this file\n# cpu\tisa\thead_dim\tdtype\tcausal\tblock_m\tblock_n\tnote\n",
-                     FA_TUNE_HEADER) > 0;
-    for (int i = 0; i < n && ok; i++)
-        ok = fprintf(f, "%s\t%s\t%lld\t%s\t%d\t%d\t%d\t%s\n", e[i].key.cpu, e[i].key.isa,
-                     (long long)e[i].key.head_dim, dtype_names[e[i].key.dtype], e[i].key.causal,
-                     e[i].block_m, e[i].block_n, e[i].note) > 0;
-    return ok;
-}
-
-int fa_tune_save(const char *path, const fa_tune_entry *entry, char *why, size_t why_n) {
-    char reason[256], tmp[4200];
-    size_t len = 0;
-    int n = 0, slot, rc = -1;
-    char *text = NULL;
-    fa_tune_entry *entries = malloc(sizeof *entries * FA_TUNE_MAX_ENTRIES);
-    FILE *probe = fopen(path, "rb");
-    if (!entries) {
-        snprintf(why, why_n, "out of memory");
-        goto done;
-    }
-    if (probe) {
-        fclose(probe);
-        if (!(text = read_file(path, &len, reason, sizeof reason)) ||
-            !fa_tune_parse(text, len, entries, FA_TUNE_MAX_ENTRIES, &n, reason, sizeof reason)) {
-            snprintf(why, why_n, "%s: %s; not overwriting it", path, reason);
-            goto done;
-        }
-    }
-    for (slot = 0; slot < n && !same_key(&entries[slot].key, &entry->key); slot++) continue;
-    if (slot == FA_TUNE_MAX_ENTRIES) {
-        snprintf(why, why_n, "%s already holds %d entries", path, FA_TUNE_MAX_ENTRIES);
-        goto done;
-    }
-    if (strpbrk(entry->key.cpu, "\t\n") || strpbrk(entry->key.isa, "\t\n") ||
-        strpbrk(entry->note, "\t\n")) {
-        snprintf(why, why_n, "an entry field holds a tab or a newline");
-        goto done;
-    }
-    entries[slot] = *entry;
-    if (slot == n) n++;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(why, why_n, "cannot write %s: %s", tmp, strerror(errno));
-        goto done;
-    }
-    const int ok = write_all(f, entries, n);
-    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
-        snprintf(why, why_n, "cannot write %s: %s", path, strerror(errno));
-        remove(tmp);
-        goto done;
-    }
-    rc = 0;
-done:
-    free(text);
-    free(entries);
-    return rc;
 }

@@ -14,8 +14,8 @@
  * hands it to the command-line tool. A file is read once per process per
  * path; changing FLASHATTN_TUNE_FILE makes the next call read the new one.
  */
-#ifndef FA_TUNE_FILE_H
-#define FA_TUNE_FILE_H
+#ifndef FA_PLAN_TUNE_FILE_H
+#define FA_PLAN_TUNE_FILE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -69,10 +69,13 @@ void fa_tune_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * one. For the command-line tool, which prints it once. */
 int fa_tune_take_warning(char *buf, size_t n);
 
-/* Write (or replace) the entry with entry's key in the file at path,
- * keeping every other entry. Refuses to overwrite a file that is not a
- * valid tuning file. Returns 0, or -1 with the reason in why. For
- * `flashattn tune --save`. */
-int fa_tune_save(const char *path, const fa_tune_entry *entry, char *why, size_t why_n);
+/* Whether two keys are the same entry's. */
+int fa_tune_key_equal(const fa_tune_key *a, const fa_tune_key *b);
+
+/* A whole file (at most FA_TUNE_MAX_BYTES) into a NUL-terminated heap
+ * buffer, its length in *len; NULL with the reason in why on failure. */
+char *fa_tune_read_file(const char *path, size_t *len, char *why, size_t why_n);
+
+/* (Writing the file is the tuner's: tool/tool.h, fa_tune_save.) */
 
 #endif

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/validate.h"
+#include "tool/tool.h"
 #include "bench.h"
 #include "reference/random.h"
 
@@ -53,15 +53,8 @@ static flashattn_tensor alloc_bshd(flashattn_dtype dt, int64_t b, int64_t s, int
 
 /* (q, k) pairs the mask lets through, by the library's own mask rules. */
 static double visible_pairs(const bwd_ctx *x) {
-    fa_problem pb;
-    if (fa_validate_fwd(&x->q, &x->k, &x->v, &x->o, NULL, &x->p, &pb) != FLASHATTN_OK) return 0.0;
-    double n = 0.0;
-    const fa_mask mask = fa_seq_of(&pb, 0).mask;
-    for (int64_t i = 0; i < pb.seq_q; i++) {
-        int64_t lo = fa_mask_lo(&mask, i), end = fa_mask_end(&mask, i);
-        if (end > lo) n += (double)(end - lo);
-    }
-    return n;
+    const double n = fa_tool_visible_pairs(&x->q, &x->k, &x->v, &x->o, &x->p);
+    return n > 0.0 ? n : 0.0;
 }
 
 int bench_bwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row) {

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "kernels/kernels.h"
+#include "tool/tool.h"
 
 #define CHECK_MAX_ISAS 8
 

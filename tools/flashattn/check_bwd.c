@@ -16,8 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/backward.h"
-#include "api/forward.h"
+#include "tool/tool.h"
 #include "check.h"
 #include "reference/attn_bwd_f64.h"
 #include "reference/attn_bwd_std_f32.h"

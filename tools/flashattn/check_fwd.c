@@ -10,9 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/forward.h"
+#include "tool/tool.h"
 #include "check.h"
-#include "plan/fwd_route.h"
 #include "reference/attn_f64.h"
 #include "reference/attn_std_f32.h"
 #include "reference/compare.h"
@@ -191,7 +190,7 @@ static int run_case(const fwd_case *c, uint64_t data_seed, const check_opts *o, 
         /* Sizes that run as decode (plan/fwd_route.h) are checked both
          * ways: with the LSE (decode's wide path) and without it (below 16
          * rows a kv-head, decode's few-row kernels; O alone). */
-        const int routes = fa_fwd_few_rows(c->sq, c->sk, c->hkv ? c->hq / c->hkv : 1) ? 2 : 1;
+        const int routes = fa_tool_fwd_as_decode(c->sq, c->sk, c->hkv ? c->hq / c->hkv : 1) ? 2 : 1;
         for (int run = 0; run < o->n_isas * routes; run++) {
             const int t = run % o->n_isas, no_lse = run >= o->n_isas;
             const fa_kernels *kern = o->isas[t];

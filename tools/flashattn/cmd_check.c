@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "cli.h"
-#include "dispatch/isa.h"
+#include "tool/tool.h"
 
 static const check_section *const sections[] = {
     &check_section_fwd,

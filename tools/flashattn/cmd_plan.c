@@ -15,19 +15,11 @@
 #include <omp.h>
 #endif
 
-#include "api/forward.h"
-#include "core/status.h"
-#include "api/validate.h"
+#include "tool/tool.h"
 #include "cli.h"
-#include "dispatch/isa.h"
 #include "hw_profiles.h"
 #include "peak.h"
 #include "placement.h"
-#include "plan/cpu_caches.h"
-#include "plan/fwd_route.h"
-#include "plan/tile_rule.h"
-#include "plan/tiles.h"
-#include "plan/tune_file.h"
 #include "plan_model.h"
 #include "reference/random.h"
 #include "shape_args.h"
@@ -194,8 +186,7 @@ static int plan_cpu(const plan_opts *o) {
     const fa_cpu_caches *cc = fa_cpu_caches_get();
     static char dummy[64]; /* planning reads no data, but descriptors need a pointer */
     report r;
-    fa_problem pb;
-    fa_fwd_plan plan;
+    fa_tool_fwd_plan plan;
     memset(&r, 0, sizeof r);
     if (!kern) {
         fprintf(stderr, "flashattn plan: no kernel path for this CPU\n");
@@ -211,22 +202,21 @@ static int plan_cpu(const plan_opts *o) {
     p.block_m = s->n_block_m ? s->block_m[0] : 0;
     p.block_n = s->n_block_n ? s->block_n[0] : 0;
     flashattn_tensor q = flashattn_tensor_bshd(dummy, s->dtype, s->batch, s->seq, s->heads, s->head_dim);
-    fa_clear_error();
-    if ((s->n_block_m && fa_check_tile("--block-m", p.block_m, 0, kern)) ||
-        (s->n_block_n && fa_check_tile("--block-n", p.block_n, 1, kern)) ||
-        fa_validate_fwd(&q, &q, &q, &q, NULL, &p, &pb) || fa_plan_fwd(&pb, &p, kern, &plan)) {
+    if ((s->n_block_m && fa_tool_check_tile("--block-m", p.block_m, 0, kern)) ||
+        (s->n_block_n && fa_tool_check_tile("--block-n", p.block_n, 1, kern)) ||
+        fa_tool_plan_fwd(&q, &q, &q, &q, &p, kern, &plan)) {
         fprintf(stderr, "flashattn plan: %s\n", flashattn_last_error());
         return 2;
     }
     const int eb = (int)flashattn_dtype_size(s->dtype);
     r.in = (plan_input){.batch = s->batch, .heads = s->heads, .heads_kv = s->heads, .seq_q = s->seq,
-                        .seq_k = s->seq, .head_dim = s->head_dim, .head_dim_pad = pb.head_dim_pad,
+                        .seq_k = s->seq, .head_dim = s->head_dim, .head_dim_pad = plan.head_dim_pad,
                         .causal = s->causal, .in_bytes = eb, .tile_bytes = 4, .kv_stream_bytes = 4,
                         .pack_kv = 1, .kv_buffers = 1, .block_m = plan.block_m, .block_n = plan.block_n};
     plan_count(&r.in, &r.c);
     char from[192];
     snprintf(from, sizeof from, "block_m from %s, block_n from %s%s", plan.source_m, plan.source_n,
-             !p.block_m && !p.block_n && fa_fwd_few_rows(pb.seq_q, pb.seq_k, pb.group)
+             plan.as_decode
                  ? "; these sizes run as decode instead: plan/fwd_route.h"
                  : "");
     r.tiles_from = from;
@@ -264,10 +254,7 @@ static int plan_cpu(const plan_opts *o) {
                            "packing K, V)");
     print_report(&r);
 
-    fa_tile_query tq;
-    fa_tile_footprint fp;
-    fa_tile_query_of(&pb, kern, threads, &tq);
-    fa_tile_footprint_of(&tq, plan.block_m, plan.block_n, &fp);
+    const fa_tile_footprint fp = plan.footprint;
     const double l1 = (double)(cc->l1d_bytes > 0 ? cc->l1d_bytes : FA_TILE_DEFAULT_L1D);
     char a[32];
     printf("\ninner steps (L1d %s)\n", kib(l1, a, sizeof a));

@@ -13,14 +13,10 @@
 #include <omp.h>
 #endif
 
-#include "api/validate.h"
+#include "tool/tool.h"
 #include "cli.h"
-#include "dispatch/isa.h"
 #include "peak.h"
 #include "placement.h"
-#include "plan/cpu_caches.h"
-#include "plan/tiles.h"
-#include "plan/tune_file.h"
 #include "shape_args.h"
 #include "tune_sweep.h"
 
@@ -197,16 +193,13 @@ int cmd_tune(int argc, char **argv) {
     const fa_cpu_caches *cc = fa_cpu_caches_get();
     flashattn_tensor shape = flashattn_tensor_bshd(dummy, s.dtype, s.batch, s.seq, s.heads, s.head_dim);
     flashattn_params p = flashattn_params_default();
-    fa_problem pb;
-    fa_tile_query q;
-    int rule_m, rule_n;
-    p.causal = s.causal;
-    if (fa_validate_fwd(&shape, &shape, &shape, &shape, NULL, &p, &pb) != FLASHATTN_OK) {
+    fa_tool_fwd_plan plan;
+    p.causal = s.causal, p.num_threads = threads;
+    if (fa_tool_plan_fwd(&shape, &shape, &shape, &shape, &p, kern, &plan) != FLASHATTN_OK) {
         fprintf(stderr, "flashattn tune: %s\n", flashattn_last_error());
         return 2;
     }
-    fa_tile_query_of(&pb, kern, threads, &q);
-    fa_tile_rule(&q, &rule_m, &rule_n);
+    const int rule_m = plan.rule_m, rule_n = plan.rule_n;
     if (!s.n_block_m && !s.n_block_n) n = add_point(pts, n, rule_m, rule_n);
     for (int i = 0; i < n; i++) pts[i].is_auto = pts[i].block_m == rule_m && pts[i].block_n == rule_n;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatch/isa.h"
+#include "tool/tool.h"
 #include "timing.h"
 
 #ifdef _OPENMP

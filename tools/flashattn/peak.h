@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/peak.h"
+#include "tool/peak_loops.h"
 
 #define FA_PEAK_MAX_THREADS 1024
 

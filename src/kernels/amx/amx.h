@@ -28,8 +28,7 @@ void fa_gemm_bf16_amx_emulated(int m, int n, int64_t kp, const uint16_t *a, int6
 void fa_gemm_bf16_amx_emulated_done(void);
 int fa_gemm_bf16_amx_emulated_loaded(void);
 
-/* The AMX peak loop (kernels/peak.h): `iters` x 4 TDPBF16PS of 16384 flops. */
-float fa_peak_amx_loop(int64_t iters);
-#define FA_PEAK_AMX_FLOPS (4.0 * 16 * 16 * 32 * 2)
+/* Whether the CPU (and OS) run this table (cpu_amx.c, built without AMX flags). */
+int fa_cpu_amx(void);
 
 #endif

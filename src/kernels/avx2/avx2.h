@@ -25,4 +25,7 @@ void fa_gemm_rows_avx2(int m, int n, int64_t k, const float *a, int64_t lda, con
                        flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
                        int64_t pf);
 
+/* Whether the CPU runs this table (cpu_avx2.c, built without AVX2 flags). */
+int fa_cpu_avx2(void);
+
 #endif

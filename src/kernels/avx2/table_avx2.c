@@ -1,10 +1,11 @@
-/* The AVX2 kernel table; isa.c hands it out only when CPUID reports AVX2,
- * FMA and F16C. */
+/* The AVX2 kernel table; dispatch hands it out only when fa_cpu_avx2()
+ * says the CPU has AVX2, FMA and F16C. */
 #include "kernels/avx2/avx2.h"
 #include "kernels/ref/ref.h"
 
 const fa_kernels fa_kernels_avx2 = {
     .isa = "avx2",
+    .cpu_supported = fa_cpu_avx2,
     .mr = FA_AVX2_MR,
     .nr = FA_AVX2_NR,
     .gemm = fa_gemm_avx2,
@@ -18,4 +19,6 @@ const fa_kernels fa_kernels_avx2 = {
     .gemm_nt = fa_gemm_nt_avx2,
     .gemm_rows = fa_gemm_rows_avx2,
     .transpose = fa_transpose_avx2,
+    .gemm_bf16 = fa_gemm_bf16_ref, /* no bf16 instruction: bf16 inputs are widened */
+    .gemm_bf16_done = fa_noop_ref,
 };

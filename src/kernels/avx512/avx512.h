@@ -4,7 +4,8 @@
 
 #include "kernels/kernels.h"
 
-/* The table's entries, shared with the AVX512_BF16 table, which adds one. */
+/* The table's f32 entries, shared with the AVX512_BF16 and AMX tables,
+ * which add their bf16 tile and CPU check. */
 #define FA_AVX512_ENTRIES                                                                         \
     .mr = FA_AVX512_MR, .nr = FA_AVX512_NR, .gemm = fa_gemm_avx512, .row_max = fa_row_max_avx512,  \
     .exp2_sum = fa_exp2_sum_avx512, .scale = fa_scale_avx512, .load = fa_load_avx512,              \
@@ -32,5 +33,8 @@ void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, con
 void fa_gemm_rows_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                          flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
                          int64_t pf);
+
+/* Whether the CPU runs this table (cpu_avx512.c, built without AVX-512 flags). */
+int fa_cpu_avx512(void);
 
 #endif

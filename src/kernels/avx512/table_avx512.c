@@ -1,5 +1,12 @@
-/* The AVX-512 kernel table; isa.c hands it out only when CPUID reports
- * AVX-512 F/BW/VL/DQ (FMA and F16C come with them on every such CPU). */
+/* The AVX-512 kernel table; dispatch hands it out only when
+ * fa_cpu_avx512() says the CPU has AVX-512 F/BW/VL/DQ. */
 #include "kernels/avx512/avx512.h"
+#include "kernels/ref/ref.h"
 
-const fa_kernels fa_kernels_avx512 = {.isa = "avx512", FA_AVX512_ENTRIES};
+const fa_kernels fa_kernels_avx512 = {
+    .isa = "avx512",
+    .cpu_supported = fa_cpu_avx512,
+    FA_AVX512_ENTRIES,
+    .gemm_bf16 = fa_gemm_bf16_ref, /* bf16 inputs are widened on this path */
+    .gemm_bf16_done = fa_noop_ref,
+};

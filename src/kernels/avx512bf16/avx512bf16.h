@@ -15,4 +15,7 @@ void fa_gemm_bf16_emulated(int m, int n, int64_t kp, const uint16_t *a, int64_t 
                            const uint32_t *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
                            float alpha);
 
+/* Whether the CPU runs this table (cpu_avx512bf16.c, built without its flags). */
+int fa_cpu_avx512bf16(void);
+
 #endif

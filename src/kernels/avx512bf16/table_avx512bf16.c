@@ -1,10 +1,15 @@
 /* The AVX512_BF16 kernel table: the AVX-512 one plus the bf16 dot-product
- * tile. isa.c hands it out only when CPUID also reports AVX512_BF16. */
+ * tile, which bf16 inputs then run on. Dispatch hands it out only when
+ * fa_cpu_avx512bf16() says the CPU also has AVX512_BF16. */
 #include "kernels/avx512/avx512.h"
 #include "kernels/avx512bf16/avx512bf16.h"
+#include "kernels/ref/ref.h"
 
 const fa_kernels fa_kernels_avx512bf16 = {
     .isa = "avx512bf16",
+    .cpu_supported = fa_cpu_avx512bf16,
     FA_AVX512_ENTRIES,
+    .bf16_dot = 1,
     .gemm_bf16 = fa_gemm_bf16_avx512bf16,
+    .gemm_bf16_done = fa_noop_ref,
 };

@@ -24,5 +24,10 @@ void fa_gemm_rows_ref(int m, int n, int64_t k, const float *a, int64_t lda, cons
                       int64_t pf);
 void fa_gemm_bf16_ref(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b,
                       int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha);
+/* The entries with nothing to do on a path: store_fence where store_stream
+ * is the plain store, gemm_bf16_done where gemm_bf16 keeps no state. */
+void fa_noop_ref(void);
+/* cpu_supported of the portable table: it runs anywhere. */
+int fa_cpu_scalar(void);
 
 #endif

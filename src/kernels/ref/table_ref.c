@@ -1,8 +1,13 @@
 /* The portable kernel table: runs anywhere, defines the contract. */
 #include "kernels/ref/ref.h"
 
+void fa_noop_ref(void) {}
+
+int fa_cpu_scalar(void) { return 1; }
+
 const fa_kernels fa_kernels_scalar = {
     .isa = "scalar",
+    .cpu_supported = fa_cpu_scalar,
     .mr = FA_REF_MR,
     .nr = FA_REF_NR,
     .gemm = fa_gemm_ref,
@@ -12,7 +17,10 @@ const fa_kernels fa_kernels_scalar = {
     .load = fa_load_ref,
     .store = fa_store_ref,
     .store_stream = fa_store_ref, /* portable C has no non-temporal store */
+    .store_fence = fa_noop_ref,
     .gemm_nt = fa_gemm_nt_ref,
     .gemm_rows = fa_gemm_rows_ref,
     .transpose = fa_transpose_ref,
+    .gemm_bf16 = fa_gemm_bf16_ref, /* the definition; bf16 inputs are widened here */
+    .gemm_bf16_done = fa_noop_ref,
 };

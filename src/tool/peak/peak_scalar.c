@@ -3,7 +3,7 @@
  * (the compiler may vectorise the chains, without FMA: a multiply and an
  * add, 2 flops, per chain step). Used where no SIMD table applies.
  */
-#include "kernels/peak.h"
+#include "tool/peak_loops.h"
 
 #define CHAINS 16
 

@@ -5,7 +5,7 @@
  */
 #include <immintrin.h>
 
-#include "kernels/peak.h"
+#include "tool/peak_loops.h"
 
 #define CHAINS 12
 

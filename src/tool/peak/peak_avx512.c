@@ -6,10 +6,7 @@
  */
 #include <immintrin.h>
 
-#include "kernels/peak.h"
-#ifdef FA_HAVE_AMX
-#include "kernels/amx/amx.h"
-#endif
+#include "tool/peak_loops.h"
 
 #define CHAINS 16
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/amx/amx.h"
+#include "tool/peak_loops.h"
 
 float fa_peak_amx_loop(int64_t iters) {
     /* bf16 1.0 times 2^-20 per pair lane: sums stay exact and finite */
