@@ -35,13 +35,14 @@
  *   - A row that sees no key gets O = 0 and LSE = -inf.
  *   - f16 and bf16 inputs are computed with f32 products, an f32 softmax and
  *     f32 accumulation; O is rounded to its dtype once, at the end. One
- *     exception: on a CPU with AVX512_BF16 (path "avx512bf16"), a forward
- *     whose q, k and v are all bf16 runs both products on the bf16
- *     dot-product instruction, so P is rounded to bf16 before P.V (sums
- *     and softmax still f32), as FlashAttention-2 does on GPUs; its error
- *     stayed within the bound the tests hold every path to (at most twice
- *     that of plain f32 attention) over the test sweep. The backward
- *     runs S and dP there the same way; its other products stay f32.
+ *     exception: on the paths with a bf16 dot-product instruction ("amx",
+ *     and "avx512bf16" when forced: see flashattn_isa), a forward whose q,
+ *     k and v are all bf16 runs both products on it, so P is rounded to
+ *     bf16 before P.V (sums and softmax still f32), as FlashAttention-2
+ *     does on GPUs; the backward runs S and dP there the same way, its
+ *     other products in f32. The tests hold these paths to the same bound
+ *     as every other: at most twice the error of plain f32 attention
+ *     (docs/numerics.md).
  *   - Results are bit-identical whatever the thread count.
  */
 #ifndef FLASHATTN_H
@@ -148,7 +149,7 @@ FLASHATTN_API flashattn_params flashattn_params_default(void);
  * The workspace is O((seq_k + threads * block) * head_dim) bytes, never
  * O(seq_q * seq_k). Passing workspace = NULL makes flashattn_fwd allocate
  * and free it itself (workspace_bytes is then ignored); its fresh pages are
- * then paid on every call (10-20% of a seq-256 call here), so callers that
+ * then paid on every call, a visible share of a short one, so callers that
  * call repeatedly keep one workspace, as the Python package does per
  * thread. The workspace need not be zeroed; 64-byte alignment is best but
  * not required.
@@ -338,10 +339,16 @@ FLASHATTN_API const char *flashattn_last_error(void);
 
 /* "0.2.0" */
 FLASHATTN_API const char *flashattn_version(void);
-/* Name of the kernel path in use: "scalar", "avx2", "avx512" or "avx512bf16"
- * (AVX-512 plus the bf16 dot-product instruction). It is chosen once from
- * CPUID; FLASHATTN_ISA=scalar|avx2|avx512|avx512bf16 forces a path (a path
- * the CPU lacks falls back to the best available one). */
+/* Name of the kernel path in use: "scalar" (portable C), "avx2", "avx512",
+ * "avx512bf16" (AVX-512 with bf16 inputs on VDPBF16PS) or "amx" (AVX-512
+ * with bf16 inputs on AMX tiles). It is chosen once, as the best of
+ * scalar, avx2, avx512 and amx that the CPU and OS run;
+ * FLASHATTN_ISA=scalar|avx2|avx512|avx512bf16|amx forces one (a path the
+ * CPU lacks falls back to the automatic choice), and is the only way to
+ * get avx512bf16, which is slower than widening bf16 wherever measured. On
+ * Linux, choosing amx asks the kernel once for the process's AMX tile
+ * state (arch_prctl), which enlarges its signal frames;
+ * FLASHATTN_ISA=avx512 keeps the library from asking. */
 FLASHATTN_API const char *flashattn_isa(void);
 
 #ifdef __cplusplus

@@ -99,9 +99,28 @@ static void valid(int paged) {
     release(&f);
 }
 
+/* An append-only step (no query rows) with automatic splits: the rows go
+ * into the cache, O and LSE have nothing to take (the planner once divided
+ * by the zero work items here). */
+static void append_only(int paged) {
+    fixture f;
+    make(&f, paged);
+    f.q.t.seqlen = f.o.t.seqlen = 0;
+    flashattn_status query, s = call(&f, &query);
+    TT_CHECK(s == FLASHATTN_OK && query == FLASHATTN_OK, "append-only %s step: %d (%s)",
+             paged ? "paged" : "contiguous", s, flashattn_last_error());
+    TT_CHECK(!tt_untouched(f.kc.mem, f.kc.bytes) && !tt_untouched(f.vc.mem, f.vc.bytes),
+             "append-only %s step: the cache was not written", paged ? "paged" : "contiguous");
+    TT_CHECK(tt_untouched(f.o.mem, f.o.bytes) && tt_untouched(f.lse, sizeof f.lse),
+             "append-only %s step: O or LSE written", paged ? "paged" : "contiguous");
+    release(&f);
+}
+
 int main(void) {
     valid(0);
     valid(1);
+    append_only(0);
+    append_only(1);
     /* lengths and capacity */
     CASE(0, FLASHATTN_ERR_BAD_SHAPE, f.lens[1] = 9);
     CASE(0, FLASHATTN_ERR_BAD_SHAPE, f.lens[0] = -1);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "dispatch/isa.h"
 #include "kernels/ref/ref.h"
 #include "testutil.h"
 
@@ -50,7 +51,7 @@ static void gemm_ref_tiled(int m, int n, int64_t k, const float *a, int64_t lda,
                            int64_t ldb, float *c, int64_t ldc, int acc) {
     for (int i = 0; i < m; i += FA_REF_MR)
         for (int j = 0; j < n; j += FA_REF_NR)
-            fa_gemm_ref(m - i < FA_REF_MR ? m - i : FA_REF_MR, n - j < FA_REF_NR ? n - j : FA_REF_NR,
+            fa_gemm_block_ref(m - i < FA_REF_MR ? m - i : FA_REF_MR, n - j < FA_REF_NR ? n - j : FA_REF_NR,
                         k, a + i * lda, lda, b + j, ldb, c + i * ldc + j, ldc, acc);
 }
 
@@ -556,7 +557,42 @@ static void test_transpose_page_end(const fa_kernels *kn) {
     munmap(map, 2 * page);
 }
 
+/* Every table this build compiled: named by the list (kernels/isa_list.h),
+ * no NULL entry (callers never test for one), and a bf16 route only on an
+ * instruction of its own. Checked whether or not this CPU runs the table. */
+static void test_tables(void) {
+    const char *listed[16];
+    const int nl = fa_listed_isas(listed, 16);
+    int built = 0;
+    for (const fa_kernels *const *t = fa_isa_built; *t; t++, built++) {
+        const fa_kernels *k = *t;
+        int named = 0;
+        for (int i = 0; i < nl; i++) named |= strcmp(listed[i], k->isa) == 0;
+        TT_CHECK(named, "table %s is not in kernels/isa_list.h", k->isa);
+        const void *entries[] = {
+            (const void *)k->cpu_supported, (const void *)k->gemm, (const void *)k->row_max,
+            (const void *)k->exp2_sum, (const void *)k->scale, (const void *)k->load,
+            (const void *)k->store, (const void *)k->store_stream, (const void *)k->store_fence,
+            (const void *)k->gemm_nt, (const void *)k->gemm_rows, (const void *)k->transpose,
+            (const void *)k->gemm_bf16, (const void *)k->gemm_bf16_done};
+        for (size_t e = 0; e < sizeof entries / sizeof entries[0]; e++)
+            TT_CHECK(entries[e] != NULL, "table %s: entry %zu is NULL", k->isa, e);
+        TT_CHECK(!k->bf16_dot || k->gemm_bf16 != fa_gemm_bf16_ref,
+                 "table %s takes the bf16 route on the portable gemm_bf16", k->isa);
+        TT_CHECK(k->mr >= 1 && k->mr <= FA_MAX_MR && k->nr >= FA_COL_ALIGN && k->nr % FA_COL_ALIGN == 0,
+                 "table %s: tile %d x %d", k->isa, k->mr, k->nr);
+        TT_CHECK((fa_kernels_by_name(k->isa) != NULL) == (k->cpu_supported() != 0),
+                 "table %s: dispatch and its CPU check disagree", k->isa);
+    }
+    TT_CHECK(built >= 1 && strcmp(fa_isa_built[0]->isa, "scalar") == 0,
+             "the portable table must be built, first (%d built)", built);
+    TT_CHECK(fa_active_kernels() != NULL && fa_isa_automatic(fa_active_kernels()->isa) +
+                 (getenv("FLASHATTN_ISA") != NULL) > 0,
+             "the active path is neither automatic nor forced");
+}
+
 int main(void) {
+    test_tables();
     const fa_kernels *tables[4];
     int nt = tt_isas(tables, 4), tested = 0;
     for (int t = 0; t < nt; t++) {

@@ -44,10 +44,8 @@ static flashattn_status plan_standard(const fa_problem *pb, const flashattn_para
     /* For few query rows the forward reads K and V in place (decode's
      * driver: plan/fwd_route.h), and so does this baseline where that is
      * its faster choice: S = Q K^T on gemm_nt from the K rows, P V on
-     * gemm_rows from the V rows. Measured against packing (8 heads, d 128,
-     * one thread, ms): seq_q x seq_k 1 x 4096 3.7 / 13.7, 8 x 4096 5.8 /
-     * 13.9, 24 x 4096 11.2 / 15.9, 64 x 4096 25.9 / 22.4, 200 x 4096
-     * 89.5 / 37.8; 16 x 16 0.032 / 0.041, 32 x 32 0.107 / 0.091. */
+     * gemm_rows from the V rows (up to STD_IN_PLACE_ROWS rows a kv-head, where
+     * that measured faster than packing: docs/performance.md). */
     sp->in_place = pb->seq_q * pb->group <= STD_IN_PLACE_ROWS;
     size_t s_bytes, kf, vf;
     if (!fa_mul_size(sq, (size_t)sp->ld_s, &sp->s_floats) ||

@@ -36,6 +36,12 @@ int fa_listed_isas(const char *names[], int max) {
     return n;
 }
 
+int fa_isa_automatic(const char *isa) {
+    for (int i = 0; isa && i < FA_PATHS; i++)
+        if (strcmp(paths[i].name, isa) == 0) return paths[i].automatic;
+    return 0;
+}
+
 int fa_available_isas(const char *names[], int max) {
     int n = 0;
     for (int i = 0; i < FA_PATHS; i++)

@@ -20,7 +20,11 @@ const fa_kernels *fa_kernels_by_name(const char *isa);
 int fa_available_isas(const char *names[], int max);
 
 /* Every path of the list, runnable here or not, worst first; returns the
- * count. For the tests and `flashattn info`. */
+ * count. For the tests and the tools. */
 int fa_listed_isas(const char *names[], int max);
+
+/* Whether the library may pick the named path on its own (the list's
+ * `automatic`); 0 for a name not in the list. */
+int fa_isa_automatic(const char *isa);
 
 #endif

@@ -38,8 +38,8 @@ static float lse2(float lse) { return isinf(lse) ? INFINITY : (float)((double)ls
 
 /* D = sum over c of dO[c] * O[c] in double: every product of two floats is
  * exact there, and eight partial sums in a fixed order (the same on every
- * path and thread count) break the one long chain of dependent adds that
- * took ~4% of a seq-256 backward. */
+ * path and thread count) break the one long chain of dependent adds, a
+ * visible share of a short backward. */
 static double row_dot(const float *x, const float *y, int64_t n) {
     double part[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     int64_t c = 0;
@@ -72,7 +72,7 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
      * the forward's S bit for bit: the exact widening, then one product);
      * the rows carry the natural scale, so dK needs no rescaling at the
      * end. Whole panels through the transposing copy: element by element
-     * these strided stores took ~5% of a seq-256 backward. q-blocks start
+     * these strided stores are a visible share of a short backward. q-blocks start
      * on a panel (block_m is a multiple of nr). On the bf16 dot-product
      * route the panels hold pairs of Q's and dO's own bf16 elements
      * (2p, 2p + 1), zero on top past an odd head_dim, which gemm_bf16

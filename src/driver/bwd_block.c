@@ -25,10 +25,9 @@
  * forward's S bit for bit; lse2 and D are subtracted after them (the f32
  * chain ends with that same single rounding). dV, dK and dQ stay on f32
  * GEMMs: rounding P and dS to bf16 for them, as FlashAttention-2 does on
- * GPUs, put the gradients' max error at up to 2.54 times that of plain f32
- * attention (given the same O and LSE) on test_backward's bf16 cases over
- * 12 seeds, past the 2x every path is held to in 8 of them; this route
- * stays at 1.00 there (the bf16 rounding of the outputs dominates).
+ * GPUs, put the gradients' error past the 2x of plain f32 attention that
+ * every path is held to (docs/performance.md); with f32 GEMMs the bf16
+ * rounding of the outputs dominates.
  */
 #include <math.h>
 #include <string.h>
@@ -219,7 +218,7 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
         kr[d] = vr[d] = -1.0f;
     }
     /* K^T, widened, by the packing's transposing copy (an element-by-element
-     * loop here took 15% of a backward with one query row) */
+     * loop here is a large share of a backward with few query rows) */
     if (keys > 0)
         kern->transpose(kt, bn, fa_row_ptr(f->k, b, k0 + j0, hk), f->k->stride_seq, f->k->dtype,
                         keys, d);

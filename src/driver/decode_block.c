@@ -18,19 +18,17 @@
  * With few rows per kv-head (seq_q 1: one GQA group) decode is bound by
  * reading the cache, so the cache is read once, by the kernels themselves,
  * widening f16/bf16 in registers: no f32 copy of K or V is written and
- * read back (that copy took a third of the time). A
+ * read back. A
  * step's rows are runs of consecutive slots (a whole step in a contiguous
  * cache, one page at most in a paged one), cut into pieces of a few keys;
  * every head of a piece is done before the next piece, so in a [seq,
  * heads_kv, dim] cache the rows are read in address order and the
  * hardware prefetchers stream them. They alone leave the memory idle
- * while the FMAs work on a piece (decode ran at mem + 0.6 x compute time),
- * so the kernels also prefetch the same rows of the next piece as they
- * read each row: 19.5 -> 15.2 ms at kv 32768 on one thread, 11.3 -> 8.5 ms
- * on two (median; the read-bandwidth loop took 13.3 and 7.1 ms beside
- * them). Prefetches spread over the loads like this keep the stream going;
- * bursts of a whole piece measured slower (they stall on the line-fill
- * buffers while the FMA units wait).
+ * while the FMAs work on a piece, so the kernels also prefetch the same
+ * rows of the next piece as they read each row. Prefetches spread over
+ * the loads like this keep the stream going; bursts of a whole piece
+ * stall on the line-fill buffers while the FMA units wait
+ * (docs/performance.md has the measurements).
  *
  * The wide path (plan->wide_piece > 0: at least FA_DECODE_WIDE_ROWS rows
  * per kv-head, from several query positions: speculative decoding, chunked
@@ -100,7 +98,7 @@ static void wide_qk(const fa_kernels *kern, int mh, int len, int64_t d, const fl
     const int nr = kern->nr, w = (len + 15) / 16 * 16;
     /* The padding columns are cleared before the copy, as the whole last
      * group of 16 (one 64-byte store a row, inlined): a memset call per
-     * row of only the padding cost 4.7% of a 24 x 24 forward at d 256. */
+     * row of only the padding is a visible share of a short forward. */
     if (w > len)
         for (int64_t c = 0; c < d; c++) memset(wk + c * nr + w - 16, 0, 16 * sizeof(float));
     kern->transpose(wk, nr, krow, lds, dt, len, d);
@@ -122,9 +120,7 @@ static void wide_pv(const fa_kernels *kern, int mh, int len, int64_t d, int64_t 
     /* f32 rows with no padding are already the GEMM's B rows: read in
      * place by up to two strips, not copied. The copy is contiguous and
      * stays in L1, where rows a head's stride apart (4 KiB at 8 x 128)
-     * fall into a few cache sets, so more strips re-read them from L2.
-     * 8 heads, 4096 keys, one thread, in place / copied: 16 rows 0.97,
-     * 24 rows 0.95, 32 rows 0.99, 40 1.04, 64 1.02, 200 1.07. */
+     * fall into a few cache sets, so more strips re-read them from L2. */
     const float *b = (const float *)vrow;
     int64_t ldb = lds;
     if (!(dt == FLASHATTN_F32 && dpad == d && mh <= 2 * kern->mr)) {

@@ -25,7 +25,7 @@ static inline __attribute__((always_inline)) void across(const int mr, const int
 
 /* Rows of A per pass over B: a pass takes B in strips of 8 rows (4 KiB
  * at k = 128), each used by every row of the pass while it is in L1, and
- * 16 KiB of A rows (a third of Ice Lake's L1d, 32 rows at k = 128) stay
+ * 16 KiB of A rows (a third of a 48 KiB L1d, 32 rows at k = 128) stay
  * in L1 across strips. So B, decode's K rows, is read once per pass, not
  * once per 4 rows of A, and A is not read from L2 once per strip. */
 #define FA_NT_A_PASS_BYTES (16 << 10)

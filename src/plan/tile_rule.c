@@ -26,10 +26,9 @@
  * tile once per K panel, and from L1 those sweeps cost nothing. It is kept
  * at 96 rows or more all the same: each q-block streams all the K/V rows it
  * sees from L3 or memory, block_m / 2 FLOP per byte of that stream, and 96
- * rows keep it at 48 FLOP/byte, three times the balance of an Ice Lake
- * server core pair's FP32 peak and memory bandwidth (338 GFLOP/s against
- * 21 GB/s, `flashattn peak`), so it stays hidden when other work takes
- * most of the bandwidth. At most 256 rows, and the per-thread tiles must
+ * rows keep it at 48 FLOP/byte, several times the balance of a server
+ * core's FP32 peak and its share of memory bandwidth (`flashattn peak`),
+ * so it stays hidden when other work takes most of the bandwidth. At most 256 rows, and the per-thread tiles must
  * fit half of L2.
  *
  * Masks: a kv-block that a mask edge cuts is computed in full and masked
@@ -43,9 +42,9 @@
  * waste is t / 2 per row and edge. t is the largest multiple of lcm(MR,
  * NR) (whole register tiles, whole K panels; 96 for 12 x 32) within the
  * waste budget whose P.V step fits L1d and whose tiles fit half of L2, and
- * at least one such multiple. Measured at causal seq 4096 (d = 64 and 128,
- * 8 rounds each): 192 x 192 and 128 x 128 fastest, 96 x 128 9% and
- * 156 x 128 15% slower. It depends on the problem, never on threads.
+ * at least one such multiple (docs/performance.md: the square tiles
+ * measured fastest under causal masks). It depends on the problem, never
+ * on threads.
  *
  * Finally fa_tile_fit_threads lowers block_m until every thread has 4
  * work items (batch x heads x q-blocks), so short sequences still use

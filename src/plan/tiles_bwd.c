@@ -10,12 +10,11 @@
  *     dQ^T tile                 d * block_m
  * plus, streamed per step from the packed heads, Qs/dO rows and panels
  * (4 * block_m * (d + 1)). block_m is 128; block_n fills 3/4 of L2 with
- * the item's data (auto_block_n): 252 keys at d = 128 on a 1.25 MB L2,
- * about 0.9 MB. Smaller tiles measured slower (64 x 64 at d = 256 by ~15%,
- * 128 x 120 at d = 128 by ~10%, Ice Lake, one thread): the dK/dV products
- * run over block_m query rows per call and the dQ product over block_n
- * keys, short calls spend more of their time loading and storing the C
- * tile, and each Q/dO panel streamed from L2 serves block_n / MR tiles.
+ * the item's data (auto_block_n). Smaller tiles run slower
+ * (docs/performance.md): the dK/dV products run over block_m query rows
+ * per call and the dQ product over block_n keys, short calls spend more of
+ * their time loading and storing the C tile, and each Q/dO panel streamed
+ * from L2 serves block_n / MR tiles.
  *
  * block_n and the number of deterministic chunks never depend on the thread
  * count: a dQ element is summed per kv-block and then over kv-blocks in an
@@ -43,12 +42,8 @@
  * the caches (kern->store_stream): 4 MiB of f32. Few queries against many
  * keys make the backward a stream of K, V in and dK, dV out, where plain
  * stores read every line before writing it and push K and V out of the
- * caches. 8 heads, d 128, f32, seq_q 1, one thread, medians of 30-60
- * alternating calls, streamed / plain: seq_k 512 (4 MiB) 2.49 / 3.04 ms,
- * 1024 3.93 / 4.91, 2048 7.58 / 9.40, 4096 21.9 / 26.3 (2 threads 12.6 /
- * 15.0); seq_q 64 x 4096 keys 46.0 / 48.5. Long query ranges write dK
- * and dV once after much work: seq 1024, medians of 8, 128.4 / 127.7 ms
- * on 1 thread, 59.4 / 59.7 on 2. */
+ * caches; long query ranges write dK and dV once after much work, where
+ * streaming neither helps nor hurts. */
 #define FA_BWD_STREAM_ELEMS ((int64_t)1 << 20)
 
 /* *r = a * b * c, or 0 on overflow. */
@@ -62,10 +57,8 @@ static int bytes3(size_t a, size_t b, size_t c, size_t *r) {
  * rows with their -1 column, K^T, dK and dV, the S^T and dP^T rows of a
  * block_m step; plus the dQ^T tile), at most FA_BWD_MAX_KEYS. More keys
  * per item means each streamed Q/dO panel serves more register tiles
- * while it is in L1: 252 keys instead of 120 at d = 128 measured ~10%
- * faster (Ice Lake, one thread, seq 2048), as did 360 at d = 64, while
- * at d = 256 the rule stays near 128. Depends on the problem and the CPU,
- * never on the thread count. */
+ * while it is in L1. Depends on the problem and the CPU, never on the
+ * thread count. */
 static int auto_block_n(const fa_problem *pb, const fa_kernels *kern, int64_t bm) {
     const int64_t d = pb->head_dim, dp = pb->head_dim_pad, mr = kern->mr;
     const fa_cpu_caches *cc = fa_cpu_caches_get();
@@ -146,7 +139,7 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     /* S^T and dP^T rows an odd number of 64-byte lines apart: dQ^T reads
      * dP^T as its B operand, a 32-float slice of every row, and at block_m
      * = 128 (8 lines) those slices fell in a quarter of L1's sets and
-     * missed (docs/performance.md has the cachegrind counts). */
+     * missed (docs/performance.md has the miss counts). */
     plan->tile_ld = (int64_t)fa_round_up(bm_, 16);
     if (plan->tile_ld / 16 % 2 == 0) plan->tile_ld += 16;
     const size_t lt = (size_t)plan->tile_ld;

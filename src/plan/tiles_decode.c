@@ -4,9 +4,9 @@
  *
  *   - A work item takes a block of adjacent kv-heads: in a [seq, heads_kv,
  *     dim] cache (contiguous or a page) their rows of one key are adjacent,
- *     and reading them together streams memory in order. One kv-head alone
- *     reads head_dim elements every heads_kv * head_dim, which measured
- *     about half the read bandwidth on an Ice Lake server.
+ *     and reading them together streams memory in order; one kv-head alone
+ *     reads head_dim elements every heads_kv * head_dim, a strided read
+ *     that reaches a fraction of the bandwidth.
  *   - Keys are split (split-KV, "flash-decoding") only when sequences x
  *     head blocks x query tiles leave threads without work.
  *
@@ -47,16 +47,13 @@
 #define FA_DECODE_SPLIT_KEYS 512         /* fewest keys of capacity per split */
 #define FA_DECODE_UNITS 8                /* work units a thread, when splitting */
 #define FA_DECODE_PART_BYTES (8u << 20)  /* partial results of all splits, at most */
-/* Rows per kv-head from which items take the wide path. f16 cache of
- * 32768 keys, heads 32/8, 2 threads, three alternating runs of `bench
- * --decode --seq-q S`, wide / few-row: 16 rows (S 4) 16.9-21.7 against
- * 16.4-19.5 ms, 20 rows (S 5) 19.2-22.6 against 25.4-29.5 ms. */
+/* Rows per kv-head from which items take the wide path: below it reading
+ * the cache bounds the item, above it the FMAs do (the crossover measured:
+ * docs/performance.md). */
 #define FA_DECODE_WIDE_ROWS 20
-/* Wide items' Q, S and acc tiles: 585 rows at d = 128, about 60% of this
- * CPU's 1.25 MiB L2. Against the former 128 rows (f16 cache, kv 8192,
- * 32/8 heads, 2 threads, medians of 5 calls in two alternating runs of
- * each build): seq_q 8 8.4-8.8 -> 7.4-8.3 ms, 32 24-31 -> 24, 64 51-59 ->
- * 42-51, 128 96-120 -> 74-96, 256 172-180 -> 145-146. */
+/* Wide items' Q, S and acc tiles: 585 rows at d = 128, most of a 1.25 MiB
+ * L2; every query tile reads its kv-heads' cache again, so wide items take
+ * as many rows as stay in L2. */
 #define FA_DECODE_WIDE_BYTES (768u << 10)
 
 /* n items of at most `most` each, as even as possible: the item size. */
@@ -68,18 +65,14 @@ static int64_t even(int64_t n, int64_t most) {
 
 /* Split until each thread has about FA_DECODE_UNITS work units, scheduled
  * dynamically: a thread slowed by other work (a busy host, unequal
- * sequence lengths) then leaves its units to the others. With two units a
- * thread, as before, one slowed thread held up the call: batch 1, 32/8
- * heads, kv 32768 f16, 2 threads, medians of 31-41 calls alternating in
- * one process, seven runs: 4 splits 7.45-8.17 ms, 16 splits 6.91-8.28 ms,
- * faster in five runs and level in two (fastest calls alike); batch 8,
- * paged: 2 splits faster than 1 in three runs of four (55.2-57.9 against
- * 56.6-62.6 ms), slower in one. Never cut the capacity into parts too
+ * sequence lengths) then leaves its units to the others; with two units a
+ * thread one slowed thread held up the call. Never cut the capacity into parts too
  * short to amortise a merge, and never let the partial results
  * (part_bytes a split) pass FA_DECODE_PART_BYTES, unless two units a
  * thread need it. */
 static int auto_splits(int64_t items, int threads, int64_t capacity, size_t part_bytes) {
-    if (items >= FA_DECODE_UNITS * (int64_t)threads) return 1;
+    /* no work items (seq_q or batch 0: an append-only step) need no split */
+    if (items < 1 || items >= FA_DECODE_UNITS * (int64_t)threads) return 1;
     int64_t s = (FA_DECODE_UNITS * (int64_t)threads + items - 1) / items;
     const int64_t by_bytes = (int64_t)(FA_DECODE_PART_BYTES / (part_bytes ? part_bytes : 1));
     const int64_t two_each = (2 * (int64_t)threads + items - 1) / items;
@@ -94,9 +87,8 @@ static int auto_splits(int64_t items, int threads, int64_t capacity, size_t part
  * thread count: splits first (they keep an item's adjacent kv-heads
  * streaming together), within FA_DECODE_SPLIT_KEYS keys a split; then, when
  * that leaves fewer than half the units (keys too few to split), smaller
- * kv-head blocks. (Halving the blocks to reach all 16 units at seq_q 1
- * against 4096 keys, 8 heads, one thread: 2.20-2.57 ms against 2.04-2.09
- * with 8 units of 8 heads.) */
+ * kv-head blocks (not down to every unit: smaller blocks stream the cache
+ * worse than the few units they add are worth). */
 static int fixed_units(const fa_problem *pb, int units, fa_decode_plan *plan) {
     const int64_t tiles = pb->batch * plan->query_tiles;
     if (tiles < 1) return 1;

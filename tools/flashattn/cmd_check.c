@@ -27,8 +27,10 @@ static void usage(FILE *f) {
             "error over max |reference|), the bound it must meet, LSE error and bound.\n\n"
             "  --quick         one pass over every feature (a few seconds)\n"
             "  --seed N        change the random shapes and data (default 1)\n"
-            "  --isa NAME      only this path (scalar, avx2, avx512, avx512bf16, amx)\n"
-            "  --section NAME  only this section:");
+            "  --isa NAME      only this path:");
+    const char *paths[16];
+    for (int i = 0, n = fa_listed_isas(paths, 16); i < n; i++) fprintf(f, " %s", paths[i]);
+    fprintf(f, "\n  --section NAME  only this section:");
     for (int i = 0; i < N_SECTIONS; i++) fprintf(f, " %s", sections[i]->name);
     fprintf(f, "\n\nPass rules (as tests/test_forward.c): f32 inputs, max abs error <= 1e-5;\n"
                "adversarial (sigma 10) and f16/bf16 inputs, at most twice the error of plain\n"

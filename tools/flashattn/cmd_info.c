@@ -55,9 +55,10 @@ int cmd_info(int argc, char **argv) {
     if (forced) printf("  (FLASHATTN_ISA=%s)", forced);
     printf("\navailable paths");
     for (int i = 0; i < n; i++) printf(" %s", names[i]);
-    /* the one path never picked by default (dispatch/isa.c says why) */
-    if (!forced && fa_kernels_by_name("avx512bf16"))
-        printf("  (avx512bf16, bf16 dot products, only with FLASHATTN_ISA=avx512bf16)");
+    /* paths the library never picks on its own (kernels/isa_list.h says why) */
+    for (int i = 0; !forced && i < n; i++)
+        if (!fa_isa_automatic(names[i]))
+            printf("  (%s only with FLASHATTN_ISA=%s)", names[i], names[i]);
     printf("\ncpu             %s\n", model);
     printf("caches          L1d %s, L2 %s, L3 %s, line %lld B  (from %s)\n",
            size_text(cc->l1d_bytes, a, sizeof a), size_text(cc->l2_bytes, b, sizeof b),

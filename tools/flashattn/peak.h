@@ -2,7 +2,7 @@
  * The machine's measured peaks, for `flashattn peak` and for bench's
  * pct_peak (measured in the same process, so both see the same clocks,
  * load and placement). Compute peaks: best of a few runs of the register-
- * blocked loops of kernels/peak.h on every thread; bandwidth: best of a
+ * blocked loops of tool/peak_loops.h on every thread; bandwidth: best of a
  * few full reads of an array far larger than the last-level cache.
  */
 #ifndef FA_CLI_PEAK_H

@@ -10,17 +10,14 @@
  * A and B are already in the layouts TDPBF16PS reads (rows of bf16 pairs;
  * B's row p holds pair p of each column), so nothing is repacked. One
  * TDPBF16PS does m x 16 x 32 multiply-adds (6144 for m = 12), where
- * VDPBF16PS does 32: on a Sapphire Rapids core TDPBF16PS ran at 2166
- * GFLOP/s, VDPBF16PS at 80.
+ * VDPBF16PS does 32 (their measured rates: docs/performance.md).
  *
  * The configuration depends only on m and kp % 16, which are the same for
  * almost every call of a work item (full strips of mr rows, whole chunks of
  * pairs), so it is loaded only when they change and kept until
- * gemm_bf16_done() releases the tiles at the end of the item: on a Sapphire
- * Rapids core this call shape (12 x 32 x 128) took 219 ns with a
- * configure and a release in every call, 68 ns with the configuration
- * kept (that probe's figures: this version itself has not yet been timed
- * on AMX hardware). A thread-local key records what this thread has
+ * gemm_bf16_done() releases the tiles at the end of the item: a configure
+ * and a release in every call cost about twice the call itself. A
+ * thread-local key records what this thread has
  * loaded; done() releases the tiles and clears it, so the calling thread
  * may run other AMX code between items (a user's oneDNN, say): no
  * configuration is assumed across them and none is left behind.
@@ -28,10 +25,9 @@
  * Arithmetic: per output element, pairs in increasing order, bf16 inputs
  * read as zero when subnormal, sums flushed to zero, round to nearest even,
  * whatever MXCSR says. The SDM's pseudo-code adds a pair's even product
- * first, VDPBF16PS's the odd one; test_gemm_bf16's order probe found the
- * odd one first on a Sapphire Rapids core, as the portable definition
- * does, but as the SDM does not promise it, tests hold this kernel to the
- * any-order bound. Without accumulation the scale alpha is applied once, after the
+ * first, VDPBF16PS's the odd one; the hardware may do either (the SDM
+ * does not promise an order), so tests hold this kernel to the any-order
+ * bound. Without accumulation the scale alpha is applied once, after the
  * sum, as on the other tiles.
  *
  * Built twice: for the library with -mamx-tile -mamx-bf16, and for the
@@ -45,6 +41,7 @@
 #include <string.h>
 
 #include "kernels/amx/amx.h"
+#include "kernels/avx512/avx512.h"
 
 #ifdef FA_AMX_EMULATE
 #include <math.h>
@@ -141,6 +138,8 @@ int fa_gemm_bf16_amx_emulated_loaded(void) { return loaded >= 0; }
 
 void FA_GEMM_BF16_AMX(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b,
                       int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && n >= 0 && n <= FA_AVX512_NR &&
+                       n % FA_COL_ALIGN == 0 && kp >= 0 && (!accumulate || alpha == 1.0f));
     if (m <= 0 || (n != 16 && n != 32)) return;
     const int two = n == 32;
     const int64_t full = kp / 16, rest = kp % 16;

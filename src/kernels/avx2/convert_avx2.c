@@ -2,7 +2,7 @@
  * AVX2 + F16C dtype conversions: load (dtype -> f32, times mul) and store
  * (f32 times mul -> dtype, round to nearest even). Rows of any length, any
  * alignment; 8 elements per vector, the last n % 8 through the scalar
- * reference conversions of kernels/ref/half.h. Vector results are
+ * reference conversions of core/dtype.h. Vector results are
  * bit-identical to those too:
  *   f16 -> f32  VCVTPH2PS is exact (subnormals, inf, NaN included);
  *   f32 -> f16  VCVTPS2PH with an explicit round-to-nearest-even immediate,
@@ -54,6 +54,7 @@ static inline __m128i f32_to_bf16(__m256 x) {
 }
 
 void fa_load_avx2(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul) {
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
     const __m256 vm = _mm256_set1_ps(mul);
     const float *f = src;
     const uint16_t *h = src;
@@ -79,6 +80,7 @@ void fa_load_avx2(float *dst, const void *src, flashattn_dtype dt, int64_t n, fl
 }
 
 void fa_store_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
     const __m256 vm = _mm256_set1_ps(mul);
     float *f = dst;
     uint16_t *h = dst;
@@ -124,6 +126,7 @@ static void stream_halves(void *d, flashattn_dtype dt, const float *s, int64_t n
 }
 
 void fa_store_stream_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
     fa_store_stream_with(fa_store_avx2, stream_halves, 32, dst, dt, src, n, mul);
 }
 
@@ -170,6 +173,7 @@ static void block8(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flasha
  * third of a short forward's time. */
 void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                        int rows, int64_t cols) {
+    FA_KERNEL_CONTRACT(rows >= 0 && cols >= 0 && fa_dtype_valid(dt));
     const int64_t es = fa_dtype_bytes(dt);
     for (int r0 = 0; r0 < rows; r0 += 8) {
         const char *s0 = (const char *)src + r0 * lds * es;

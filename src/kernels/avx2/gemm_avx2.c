@@ -52,6 +52,8 @@ static inline __attribute__((always_inline)) void tile(const int m, int64_t k, c
 
 void fa_gemm_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
                   int64_t ldb, float *c, int64_t ldc, int accumulate) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX2_MR && n >= 0 && n <= FA_AVX2_NR &&
+                       n % FA_COL_ALIGN == 0 && k >= 0);
     if (n != 16) return;
     /* One specialised tile per row count: edge tiles (the last rows of a
      * q-block) run as fast per row as full ones. */

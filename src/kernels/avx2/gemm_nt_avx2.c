@@ -114,5 +114,6 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
 
 void fa_gemm_nt_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                      flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf) {
+    FA_KERNEL_CONTRACT(m >= 0 && n >= 0 && k >= 0 && fa_dtype_valid(bt));
     fa_gemm_nt_dispatch(m, n, k, a, lda, b, bt, ldb, c, ldc, pf);
 }

@@ -13,6 +13,7 @@
 #include "kernels/avx2/exp2_avx2.h"
 
 float fa_row_max_avx2(const float *x, int64_t n) {
+    FA_KERNEL_CONTRACT(n >= 0);
     /* VMAXPS returns its second operand when the first is NaN, so
      * max(x, m) skips NaNs as the reference's (x > m ? x : m) does. Four
      * accumulators hide the latency of the max chain. */
@@ -41,6 +42,7 @@ float fa_row_max_avx2(const float *x, int64_t n) {
 }
 
 float fa_exp2_sum_avx2(float *x, int64_t n, float m) {
+    FA_KERNEL_CONTRACT(n >= 0);
     /* Two sums so consecutive vectors' additions do not wait on each other. */
     const __m256 vm = _mm256_set1_ps(m);
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -73,6 +75,7 @@ float fa_exp2_sum_avx2(float *x, int64_t n, float m) {
 }
 
 void fa_scale_avx2(float *x, int64_t n, float a) {
+    FA_KERNEL_CONTRACT(n >= 0);
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));

@@ -2,7 +2,7 @@
  * AVX-512 dtype conversions: load (dtype -> f32, times mul) and store
  * (f32 times mul -> dtype, round to nearest even). Rows of any length,
  * any alignment; the last partial vector goes through a lane mask.
- * Results are bit-identical to kernels/ref/half.h:
+ * Results are bit-identical to core/dtype.h:
  *   f16 -> f32  VCVTPH2PS is exact (subnormals, inf, NaN included);
  *   f32 -> f16  VCVTPS2PH with an explicit round-to-nearest-even immediate,
  *               then NaNs rewritten to the reference's sign | 0x7e00;
@@ -87,6 +87,7 @@ static inline __attribute__((always_inline)) void store_half(uint16_t *h, const 
 }
 
 void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul) {
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
     const __m512 vm = _mm512_set1_ps(mul);
     const float *f = src;
     const int64_t n16 = n / 16 * 16;
@@ -104,6 +105,7 @@ void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, 
 }
 
 void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
     const __m512 vm = _mm512_set1_ps(mul);
     float *f = dst;
     const int64_t n16 = n / 16 * 16;
@@ -139,6 +141,7 @@ static void stream_lines(void *d, flashattn_dtype dt, const float *s, int64_t n,
 }
 
 void fa_store_stream_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
     fa_store_stream_with(fa_store_avx512, stream_lines, 64, dst, dt, src, n, mul);
 }
 
@@ -210,6 +213,7 @@ static inline __attribute__((always_inline)) void transpose_dt(float *dst, int64
 
 void fa_transpose_avx512(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                          int rows, int64_t cols) {
+    FA_KERNEL_CONTRACT(rows >= 0 && cols >= 0 && fa_dtype_valid(dt));
     switch (dt) {
     case FLASHATTN_F16: transpose_dt(dst, ldd, src, lds, FLASHATTN_F16, rows, cols); break;
     case FLASHATTN_BF16: transpose_dt(dst, ldd, src, lds, FLASHATTN_BF16, rows, cols); break;

@@ -90,6 +90,8 @@ static inline __attribute__((always_inline)) void tile_rows(int m, const int nv,
 
 void fa_gemm_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
                     int64_t ldb, float *c, int64_t ldc, int accumulate) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && n >= 0 && n <= FA_AVX512_NR &&
+                       n % FA_COL_ALIGN == 0 && k >= 0);
     if (n == 32)
         tile_rows(m, 2, k, a, lda, b, ldb, c, ldc, accumulate);
     else if (n == 16)

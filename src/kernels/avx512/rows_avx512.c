@@ -18,6 +18,7 @@ static inline __mmask16 tail_mask(int64_t left) {
 }
 
 float fa_row_max_avx512(const float *x, int64_t n) {
+    FA_KERNEL_CONTRACT(n >= 0);
     /* VMAXPS returns its second operand when the first is NaN, so
      * max(x, m) skips NaNs as the reference's (x > m ? x : m) does. Four
      * accumulators hide the 4-cycle latency of the max chain. */
@@ -42,6 +43,7 @@ float fa_row_max_avx512(const float *x, int64_t n) {
 }
 
 float fa_exp2_sum_avx512(float *x, int64_t n, float m) {
+    FA_KERNEL_CONTRACT(n >= 0);
     /* Two sums so consecutive vectors' additions do not wait on each other. */
     const __m512 vm = _mm512_set1_ps(m);
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
@@ -66,6 +68,7 @@ float fa_exp2_sum_avx512(float *x, int64_t n, float m) {
 }
 
 void fa_scale_avx512(float *x, int64_t n, float a) {
+    FA_KERNEL_CONTRACT(n >= 0);
     const __m512 va = _mm512_set1_ps(a);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), va));

@@ -111,6 +111,8 @@ static inline __attribute__((always_inline)) void tile_rows(int m, const int nv,
 
 void FA_GEMM_BF16(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b,
                   int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && n >= 0 && n <= FA_AVX512_NR &&
+                       n % FA_COL_ALIGN == 0 && kp >= 0 && (!accumulate || alpha == 1.0f));
     if (n == 32)
         tile_rows(m, 2, kp, a, lda, b, ldb, c, ldc, accumulate, alpha);
     else if (n == 16)

@@ -3,6 +3,7 @@
 #include "kernels/ref/ref.h"
 
 void fa_load_ref(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul) {
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
     switch (dt) {
     case FLASHATTN_F32:
         for (int64_t i = 0; i < n; i++) dst[i] = ((const float *)src)[i] * mul;
@@ -19,6 +20,7 @@ void fa_load_ref(float *dst, const void *src, flashattn_dtype dt, int64_t n, flo
 }
 
 void fa_store_ref(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
     switch (dt) {
     case FLASHATTN_F32:
         for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = src[i] * mul;
@@ -38,6 +40,7 @@ float fa_widen_ref(const void *src, flashattn_dtype dt, int64_t i) { return fa_w
 
 void fa_transpose_ref(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                       int rows, int64_t cols) {
+    FA_KERNEL_CONTRACT(rows >= 0 && cols >= 0 && fa_dtype_valid(dt));
     const int64_t es = fa_dtype_bytes(dt);
     for (int r = 0; r < rows; r++) {
         const void *row = (const char *)src + r * lds * es;

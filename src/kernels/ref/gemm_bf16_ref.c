@@ -22,6 +22,8 @@ static float bf16_at(const uint16_t *p) { return flush(fa_bf16_to_f32(*p)); }
 
 void fa_gemm_bf16_ref(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b,
                       int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_MAX_MR && n >= 0 && n % FA_COL_ALIGN == 0 && kp >= 0 &&
+                       (!accumulate || alpha == 1.0f));
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             float *cij = c + i * ldc + j;

@@ -26,6 +26,7 @@ static float tree(const float s[8]) {
 
 void fa_gemm_nt_ref(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                     flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf) {
+    FA_KERNEL_CONTRACT(m >= 0 && n >= 0 && k >= 0 && fa_dtype_valid(bt));
     (void)pf; /* a hint the portable kernel does not take */
     float row[PIECE];
     for (int i = 0; i < m; i++)

@@ -8,8 +8,9 @@
 
 #include "kernels/ref/ref.h"
 
-void fa_gemm_ref(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
-                 int64_t ldb, float *c, int64_t ldc, int accumulate) {
+void fa_gemm_block_ref(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                       int64_t ldb, float *c, int64_t ldc, int accumulate) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_REF_MR && n >= 0 && n <= FA_REF_NR && k >= 0);
     for (int i = 0; i < m; i++) {
         float acc[FA_REF_NR];
         for (int j = 0; j < n; j++) acc[j] = accumulate ? c[i * ldc + j] : 0.0f;
@@ -20,4 +21,11 @@ void fa_gemm_ref(int m, int n, int64_t k, const float *a, int64_t lda, const flo
         }
         for (int j = 0; j < n; j++) c[i * ldc + j] = acc[j];
     }
+}
+
+void fa_gemm_ref(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                 int64_t ldb, float *c, int64_t ldc, int accumulate) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_REF_MR && n >= 0 && n <= FA_REF_NR &&
+                       n % FA_COL_ALIGN == 0 && k >= 0);
+    fa_gemm_block_ref(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }

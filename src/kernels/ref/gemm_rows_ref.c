@@ -12,6 +12,7 @@
 void fa_gemm_rows_ref(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                       flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
                       int64_t pf) {
+    FA_KERNEL_CONTRACT(m >= 0 && n >= 0 && k >= 0 && fa_dtype_valid(bt));
     (void)pf; /* a hint the portable kernel does not take */
     float w[KSTEP * FA_REF_NR];
     for (int i0 = 0; i0 < m; i0 += FA_REF_MR) {
@@ -20,7 +21,7 @@ void fa_gemm_rows_ref(int m, int n, int64_t k, const float *a, int64_t lda, cons
             const int nn = n - j0 < FA_REF_NR ? n - j0 : FA_REF_NR;
             float *cb = c + i0 * ldc + j0;
             if (k == 0 && !accumulate)
-                fa_gemm_ref(mm, nn, 0, a, lda, w, FA_REF_NR, cb, ldc, 0);
+                fa_gemm_block_ref(mm, nn, 0, a, lda, w, FA_REF_NR, cb, ldc, 0);
             for (int64_t p0 = 0; p0 < k; p0 += KSTEP) {
                 const int64_t kk = k - p0 < KSTEP ? k - p0 : KSTEP;
                 for (int64_t p = 0; p < kk; p++)
@@ -34,7 +35,7 @@ void fa_gemm_rows_ref(int m, int n, int64_t k, const float *a, int64_t lda, cons
                         }
                         w[p * FA_REF_NR + j] = x;
                     }
-                fa_gemm_ref(mm, nn, kk, a + i0 * lda + p0, lda, w, FA_REF_NR, cb, ldc,
+                fa_gemm_block_ref(mm, nn, kk, a + i0 * lda + p0, lda, w, FA_REF_NR, cb, ldc,
                             accumulate || p0 > 0);
             }
         }

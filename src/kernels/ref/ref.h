@@ -9,6 +9,10 @@
 
 void fa_gemm_ref(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
                  int64_t ldb, float *c, int64_t ldc, int accumulate);
+/* gemm's FMA chains for any n <= FA_REF_NR (not only multiples of
+ * FA_COL_ALIGN): the blocks of gemm_rows_ref and the tests' tilings. */
+void fa_gemm_block_ref(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                       int64_t ldb, float *c, int64_t ldc, int accumulate);
 float fa_row_max_ref(const float *x, int64_t n);
 float fa_exp2_sum_ref(float *x, int64_t n, float m);
 void fa_scale_ref(float *x, int64_t n, float a);

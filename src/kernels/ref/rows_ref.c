@@ -4,12 +4,14 @@
 #include "kernels/ref/ref.h"
 
 float fa_row_max_ref(const float *x, int64_t n) {
+    FA_KERNEL_CONTRACT(n >= 0);
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
     return m;
 }
 
 float fa_exp2_sum_ref(float *x, int64_t n, float m) {
+    FA_KERNEL_CONTRACT(n >= 0);
     /* x <= m, so every term is in (0, 1]: no overflow, the sum is at most n. */
     float s = 0.0f;
     for (int64_t i = 0; i < n; i++) {
@@ -20,5 +22,6 @@ float fa_exp2_sum_ref(float *x, int64_t n, float m) {
 }
 
 void fa_scale_ref(float *x, int64_t n, float a) {
+    FA_KERNEL_CONTRACT(n >= 0);
     for (int64_t i = 0; i < n; i++) x[i] *= a;
 }
