@@ -24,8 +24,8 @@
 
 #include "api/decode.h"
 #include "api/validate.h"
-#include "plan/tiles_decode.h"
 #include "core/dtype.h"
+#include "plan/tiles_decode.h"
 #include "reference/attn_f64.h"
 #include "reference/attn_std_f32.h"
 #include "testutil.h"

@@ -16,8 +16,8 @@
 #include "plan/tile_rule.h"
 #include "plan/tiles.h"
 #include "plan/tune_file.h"
-#include "tool/tool.h"
 #include "testutil.h"
+#include "tool/tool.h"
 
 static fa_tile_query query(int64_t seq, int64_t d, int mr, int nr, int64_t l1, int64_t l2, int threads) {
     fa_tile_query q = {.batch = 1, .heads_q = 8, .seq_q = seq, .seq_k = seq, .head_dim = d,

@@ -3,9 +3,9 @@
 
 #include <stdlib.h>
 
-#include "core/status.h"
-#include "api/workspace.h"
 #include "api/validate.h"
+#include "api/workspace.h"
+#include "core/status.h"
 #include "dispatch/isa.h"
 #include "driver/bwd.h"
 

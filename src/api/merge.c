@@ -1,9 +1,9 @@
 /* Public merge of partial (O, LSE) results: validate, then the driver's
  * merge (the code decode's split-KV runs too). */
 #include "api/decode.h"
+#include "api/validate.h"
 #include "core/status.h"
 #include "core/threads.h"
-#include "api/validate.h"
 #include "dispatch/isa.h"
 #include "driver/merge.h"
 

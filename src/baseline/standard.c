@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/status.h"
 #include "api/validate.h"
 #include "core/size.h"
-#include "driver/pack.h"
+#include "core/status.h"
 #include "core/threads.h"
+#include "driver/pack.h"
 
 #define STD_ALIGN 16      /* floats: 64-byte alignment of every region */
 #define STD_BLOCK_M 64    /* rows per work item, before shrinking for threads */

@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/size.h"
 #include "core/status.h"
 #include "core/threads.h"
-#include "core/size.h"
 #include "plan/cpu_caches.h"
 #include "plan/tile_rule.h"
 #include "plan/tune_file.h"

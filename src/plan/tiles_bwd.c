@@ -25,9 +25,9 @@
 
 #include <stdatomic.h>
 
+#include "core/size.h"
 #include "core/status.h"
 #include "core/threads.h"
-#include "core/size.h"
 #include "plan/cpu_caches.h"
 #include "plan/tiles.h"
 

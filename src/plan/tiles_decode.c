@@ -36,9 +36,9 @@
 
 #include <stdint.h>
 
+#include "core/size.h"
 #include "core/status.h"
 #include "core/threads.h"
-#include "core/size.h"
 #include "plan/tiles.h"
 
 #define FA_DECODE_KEYS 64                /* keys per step by default */

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "api/validate.h"
-#include "reference/keys_ref.h"
 #include "reference/attn_f64.h"
+#include "reference/keys_ref.h"
 
 static flashattn_status problem(const flashattn_tensor *q, const flashattn_tensor *k,
                                 const flashattn_tensor *v, const flashattn_params *user,

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 
 #include "api/validate.h"
-#include "reference/keys_ref.h"
 #include "core/dtype.h"
 #include "reference/attn_f64.h"
+#include "reference/keys_ref.h"
 
 static double round_to(float x, flashattn_dtype dt) {
     if (dt == FLASHATTN_F16) return fa_f16_to_f32(fa_f32_to_f16(x));

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "api/validate.h"
-#include "reference/keys_ref.h"
 #include "core/dtype.h"
+#include "reference/keys_ref.h"
 
 double fa_tensor_get(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h, int64_t c) {
     int64_t off = b * t->stride_batch + s * t->stride_seq + h * t->stride_head + c;

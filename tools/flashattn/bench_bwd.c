@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tool/tool.h"
 #include "bench.h"
 #include "reference/random.h"
+#include "tool/tool.h"
 
 typedef struct {
     flashattn_tensor q, k, v, o, dout, dq, dk, dv;

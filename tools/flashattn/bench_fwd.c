@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tool/tool.h"
 #include "baseline/standard.h"
 #include "bench.h"
 #include "reference/attn_f64.h"
 #include "reference/random.h"
+#include "tool/tool.h"
 
 typedef struct {
     flashattn_tensor q, k, v, o;

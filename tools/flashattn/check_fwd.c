@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tool/tool.h"
 #include "check.h"
 #include "reference/attn_f64.h"
 #include "reference/attn_std_f32.h"
 #include "reference/compare.h"
 #include "reference/random.h"
+#include "tool/tool.h"
 
 #define ROUND 27
 #define FULL_ROUNDS 5

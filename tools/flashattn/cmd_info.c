@@ -8,8 +8,8 @@
 #endif
 
 #include "cli.h"
-#include "tool/tool.h"
 #include "flashattn.h"
+#include "tool/tool.h"
 
 /* "model name" from /proc/cpuinfo (x86 Linux); "unknown" elsewhere. */
 static void cpu_model(char *out, size_t n) {

@@ -15,7 +15,6 @@
 #include <omp.h>
 #endif
 
-#include "tool/tool.h"
 #include "cli.h"
 #include "hw_profiles.h"
 #include "peak.h"
@@ -24,6 +23,7 @@
 #include "reference/random.h"
 #include "shape_args.h"
 #include "timing.h"
+#include "tool/tool.h"
 
 #define BW_ARRAY_BYTES ((size_t)256 << 20) /* far beyond any L3 */
 #define MEASURE_REPS 3

@@ -13,11 +13,11 @@
 #include <omp.h>
 #endif
 
-#include "tool/tool.h"
 #include "cli.h"
 #include "peak.h"
 #include "placement.h"
 #include "shape_args.h"
+#include "tool/tool.h"
 #include "tune_sweep.h"
 
 /* Powers of two and their midpoints: the multiples of every MR and NR in

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tool/tool.h"
 #include "timing.h"
+#include "tool/tool.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -12,8 +12,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/avx2/avx2.h"
 #include "core/dtype.h"
+#include "kernels/avx2/avx2.h"
 
 static inline __m256 bf16_to_f32(__m128i h) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
