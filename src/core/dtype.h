@@ -102,11 +102,4 @@ static inline float fa_widen(const void *src, flashattn_dtype dt, int64_t i) {
     return f != f ? fa_bits_f32(fa_f32_bits(f) | 0x00400000u) : f;
 }
 
-/* Element i of a row of dtype dt = x, rounded to the dtype. */
-static inline void fa_narrow(void *dst, flashattn_dtype dt, int64_t i, float x) {
-    if (dt == FLASHATTN_F32) ((float *)dst)[i] = x;
-    else if (dt == FLASHATTN_F16) ((uint16_t *)dst)[i] = fa_f32_to_f16(x);
-    else ((uint16_t *)dst)[i] = fa_f32_to_bf16(x);
-}
-
 #endif /* FA_CORE_DTYPE_H */

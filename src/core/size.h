@@ -15,7 +15,4 @@ static inline int fa_add_size(size_t a, size_t b, size_t *r) { return !__builtin
 static inline size_t fa_round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static inline int64_t fa_round_up_i64(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
-/* ceil(x / a) for x >= 0, a > 0. */
-static inline int64_t fa_ceil_div(int64_t x, int64_t a) { return (x + a - 1) / a; }
-
 #endif

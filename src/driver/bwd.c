@@ -143,7 +143,7 @@ static void reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, con
     }
 }
 
-/* Group g0 + gi of a pass: its sequence and kv-head, and its area. */
+/* The sequence of group g (= sequence * heads_kv + kv-head). */
 static fa_seq group_seq(const fa_problem *f, int64_t g) { return fa_seq_of(f, g / f->heads_kv); }
 
 void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,

@@ -33,11 +33,10 @@
 #include <string.h>
 
 #include "core/mask.h"
+#include "core/size.h"
 #include "driver/bwd.h"
 #include "driver/pack.h"
 #include "driver/score.h"
-
-static int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
 
 /* This item's keys and its thread's tiles. */
 typedef struct {
@@ -70,9 +69,10 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
                        const q_tile *q, const fa_problem *f) {
     const int64_t d = f->head_dim, bm = plan->block_m, lt = plan->tile_ld, da = d + 1, dh = (d + 1) / 2;
     const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
-    const int64_t i0 = q->i0, m16 = round16(q->i1 - i0);
+    const int64_t i0 = q->i0, m16 = fa_round_up_i64(q->i1 - i0, FA_COL_ALIGN);
     const uint16_t *k16 = (const uint16_t *)t->kaug, *v16 = (const uint16_t *)t->vaug;
-    float *st = t->st, *dpt = t->dpt, *l2 = t->cols, *dd = t->cols + round16(bm);
+    float *st = t->st, *dpt = t->dpt, *l2 = t->cols;
+    float *dd = t->cols + fa_round_up_i64(bm, FA_COL_ALIGN);
     for (int64_t c = 0; c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         /* panel (i0 + c) / nr starts at (i0 + c) * da */
@@ -105,7 +105,7 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     const int64_t lt = plan->tile_ld, da = d + 1;
     const int mr = kern->mr, nr = kern->nr;
     const int keys = (int)(t->j1 - t->j0);
-    const int64_t i0 = q->i0, i1 = q->i1, m = i1 - i0, m16 = round16(m);
+    const int64_t i0 = q->i0, i1 = q->i1, m = i1 - i0, m16 = fa_round_up_i64(m, FA_COL_ALIGN);
     /* i0 is a multiple of nr (block_m is), so its panel starts at i0 * da;
      * column slice c of the rows starts at (c / nr) * seq_q * nr. */
     const int64_t slice = f->seq_q * nr;

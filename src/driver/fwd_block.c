@@ -33,14 +33,13 @@
 #include <string.h>
 
 #include "core/mask.h"
+#include "core/size.h"
 #include "driver/fwd.h"
 #include "driver/pack.h"
 #include "driver/score.h"
 #include "driver/softmax.h"
 
 #define FA_INLINE static inline __attribute__((always_inline))
-
-static size_t round16(size_t x) { return (x + 15) / 16 * 16; }
 
 /* What the steps of one q-block share: its rows, the thread's tiles and the
  * group's packed K and V. */
@@ -110,7 +109,7 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int dot) {
         const uint32_t *pairs = (const uint32_t *)t->kp + (j0 + c) / nr * nr * dh;
         for (int s = 0; s < t->strips; s++) {
             const int r0 = s * mr, mm = strip_rows(t, s);
-            const int64_t nc16 = (int64_t)round16((size_t)t->cols[s]);
+            const int64_t nc16 = (int64_t)fa_round_up((size_t)t->cols[s], FA_COL_ALIGN);
             if (c >= nc16) continue;
             const int n = (int)(nc16 - c < nr ? nc16 - c : nr);
             if (dot)

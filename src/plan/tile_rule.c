@@ -52,7 +52,7 @@
  */
 #include "plan/tile_rule.h"
 
-static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+#include "core/size.h"
 
 static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 
@@ -62,8 +62,8 @@ static double mask_waste(const fa_tile_query *q, int bm, int bn) {
 }
 
 void fa_tile_footprint_of(const fa_tile_query *q, int block_m, int block_n, fa_tile_footprint *f) {
-    const int64_t e = q->elem_bytes, d = q->head_dim, dp = round_up(d, 16);
-    const int64_t bm = block_m, bn = round_up(block_n, q->nr), mr = q->mr < bm ? q->mr : bm;
+    const int64_t e = q->elem_bytes, d = q->head_dim, dp = fa_round_up_i64(d, 16);
+    const int64_t bm = block_m, bn = fa_round_up_i64(block_n, q->nr), mr = q->mr < bm ? q->mr : bm;
     f->q_tile = bm * d * e;
     f->k_block = bn * d * e;
     f->v_block = bn * dp * e;
@@ -79,7 +79,7 @@ int fa_tile_fit_threads(const fa_tile_query *q, int block_m) {
     int bm = block_m;
     const int64_t heads = q->batch * q->heads_q;
     while (bm > q->mr && heads * ((q->seq_q + bm - 1) / bm) < 4 * (int64_t)q->threads) bm -= q->mr;
-    if (q->seq_q < bm) bm = (int)round_up(q->seq_q > 0 ? q->seq_q : 1, q->mr);
+    if (q->seq_q < bm) bm = (int)fa_round_up_i64(q->seq_q > 0 ? q->seq_q : 1, q->mr);
     return bm;
 }
 
@@ -96,7 +96,7 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
             break;
         }
     }
-    const int64_t kneed = round_up(q->seq_k > 0 ? q->seq_k : 1, q->nr);
+    const int64_t kneed = fa_round_up_i64(q->seq_k > 0 ? q->seq_k : 1, q->nr);
     if (kneed < bn) bn = (int)kneed;
     const int64_t row = q->head_dim * q->elem_bytes, panel = q->nr * row;
     int64_t cap = (l1 - panel) / row / q->mr * q->mr;
