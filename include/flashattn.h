@@ -134,10 +134,58 @@ typedef struct flashattn_params {
     int deterministic;       /* forward is always deterministic; used by backward */
     uint32_t reserved_flags; /* must be 0 (room for masks, bias, dropout...) */
     int num_splits;          /* decode: parts each sequence's keys are cut into; 0: automatic */
+    const struct flashattn_varlen *varlen; /* NULL: a dense batch; else packed sequences (below) */
 } flashattn_params;
 
 FLASHATTN_API void flashattn_params_init(flashattn_params *p);
 FLASHATTN_API flashattn_params flashattn_params_default(void);
+
+/*
+ * Variable-length batches: packed sequences, as FlashAttention-2's varlen
+ * functions (cu_seqlens) and Ascend's TND layout (actual_seq_qlen/kvlen).
+ * Set params.varlen to describe them; every call then reads its tensors as
+ * one batch entry holding the sequences one after another:
+ *
+ *   Q, O  [1, total_q, heads_q, head_dim]     (dQ likewise)
+ *   K, V  [1, total_k, heads_kv, head_dim]    (dK, dV likewise)
+ *   LSE   [heads_q, total_q] float32, contiguous (FlashAttention-2's varlen layout)
+ *
+ * Sequence b has the queries cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 and
+ * the keys cu_seqlens_k[b] .. cu_seqlens_k[b] + n_b - 1, where n_b =
+ * seqused_k[b] when seqused_k is given (keys past it are never read), else
+ * cu_seqlens_k[b + 1] - cu_seqlens_k[b]. Each sequence is computed exactly
+ * as a dense call with its own seq_q and seq_k: causal and window aligned
+ * to its own lengths, GQA, empty sequences, rows that see no key (O = 0,
+ * LSE = -inf). Work is built from the real lengths: padding costs nothing.
+ * With the same block_m and block_n given, each sequence's O, LSE and
+ * gradients are bit-identical to a dense call on that sequence alone (with
+ * automatic tiles the two calls may choose different tiles, and differ by
+ * rounding within the usual bound); the deterministic flag keeps its
+ * guarantee.
+ *
+ * cu_seqlens_q and cu_seqlens_k start at 0, never decrease, and end at
+ * total_q (q's seqlen) and total_k (k's seqlen); seqused_k[b] is in
+ * 0 .. cu_seqlens_k[b + 1] - cu_seqlens_k[b]. Anything else is
+ * FLASHATTN_ERR_BAD_SHAPE, nothing written. The workspace depends on the
+ * longest sequence (it is O(max_seqlen * head_dim) plus per-thread tiles),
+ * so flashattn_*_workspace_size reads cu_seqlens too.
+ *
+ * In flashattn_decode, cu_seqlens_q packs the queries the same way (each
+ * sequence brings its own number of new query rows: chunked prefill,
+ * speculative decoding), k_new and v_new, when given, are packed like q
+ * ([1, total_q, heads_kv, head_dim]: sequence b appends its own
+ * cu_seqlens_q[b + 1] - cu_seqlens_q[b] rows), the cache's seqlens give
+ * the keys, and cu_seqlens_k and seqused_k must be NULL.
+ */
+typedef struct flashattn_varlen {
+    size_t struct_size;          /* sizeof(flashattn_varlen), set by _init */
+    int64_t batch;               /* number of sequences */
+    const int32_t *cu_seqlens_q; /* [batch + 1] */
+    const int32_t *cu_seqlens_k; /* [batch + 1]; NULL in flashattn_decode */
+    const int32_t *seqused_k;    /* [batch] or NULL */
+} flashattn_varlen;
+
+FLASHATTN_API void flashattn_varlen_init(flashattn_varlen *v);
 
 /*
  * Forward attention, two-phase (as Ascend's aclnn GetWorkspaceSize + run):
@@ -201,6 +249,14 @@ typedef struct flashattn_kv_cache {
     int64_t max_pages_per_seq;  /* paged only */
     const int32_t *seqlens_i32;
     const int64_t *seqlens_i64;
+    /* Optional (NULL: off), as FlashAttention-2's flash_attn_with_kvcache: */
+    const int32_t *batch_idx; /* [batch]: sequence b uses cache entry batch_idx[b] (contiguous only) */
+    const int32_t *leftpad;   /* [batch]: sequence b's keys start at cache row leftpad[b] */
+    /* Rotary embedding of q and k_new: cos and sin [rotary_len, rotary_dim / 2]
+     * float32, row-major; rotary_dim even, <= head_dim (see flashattn_decode). */
+    const float *rotary_cos, *rotary_sin;
+    int64_t rotary_len, rotary_dim;
+    int rotary_interleaved;   /* 1: rotate pairs (0,1), (2,3)...; 0: halves (GPT-NeoX) */
 } flashattn_kv_cache;
 
 FLASHATTN_API void flashattn_kv_cache_init(flashattn_kv_cache *c);
@@ -222,6 +278,28 @@ FLASHATTN_API void flashattn_kv_cache_init(flashattn_kv_cache *c);
  * flashattn_fwd does with seq_k = len_b: causal and window are aligned to
  * each sequence's own length (bottom-right: the last query is row len_b - 1;
  * top-left: query i is row i). len_b = 0 gives O = 0 and LSE = -inf.
+ * params.varlen packs q (and k_new) by sequence instead (see
+ * flashattn_varlen): seq_new is then each sequence's own query count.
+ *
+ * The cache's optional fields, as FlashAttention-2's:
+ *   batch_idx  sequence b reads and appends cache entry batch_idx[b], in
+ *              0 .. k.batch - 1 (contiguous caches only; entries must not
+ *              repeat when appending, not checked).
+ *   leftpad    sequence b's keys are cache rows leftpad[b] .. seqlens[b] +
+ *              seq_new - 1 (seqlens[b] stays the row where the append
+ *              starts): len_b = seqlens[b] - leftpad[b] + seq_new, and
+ *              0 <= leftpad[b] <= seqlens[b].
+ *   rotary     before the attention, q's rows and k_new's rows are rotated
+ *              (rotary embedding on their first rotary_dim elements) at
+ *              positions p counted from the sequence's first key:
+ *                k_new row j            p = seqlens[b] - leftpad[b] + j
+ *                q row i, causal or a window   p = seqlens[b] - leftpad[b] + i
+ *                q row i, otherwise     p = seqlens[b] - leftpad[b] (every row)
+ *              For the pair (x1, x2) of a row, c = rotary_cos[p][t], s =
+ *              rotary_sin[p][t]: x1' = x1 c - x2 s, x2' = x1 s + x2 c, with
+ *              the pair (2t, 2t + 1) interleaved, else (t, t + rotary_dim/2).
+ *              Every position used must be < rotary_len. q is rotated in
+ *              f32 and never written back; k_new is rotated into the cache.
  *
  * The query heads sharing a kv-head are processed together, so each cache
  * element is read once per kv-head, not once per query head. When

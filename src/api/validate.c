@@ -30,6 +30,83 @@ flashattn_params flashattn_params_default(void) {
     return p;
 }
 
+void flashattn_varlen_init(flashattn_varlen *v) {
+    if (!v) return;
+    memset(v, 0, sizeof *v);
+    v->struct_size = sizeof *v;
+}
+
+/* One cu_seqlens array: starts at 0, never decreases, ends at total;
+ * *most is its longest sequence. */
+static flashattn_status check_cu(const int32_t *cu, int64_t n, int64_t total, const char *name,
+                                 const char *tensor, int64_t *most) {
+    if (!cu) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "varlen.%s is NULL", name);
+    if (cu[0] != 0)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "varlen.%s[0] is %d: must be 0", name, (int)cu[0]);
+    *most = 0;
+    for (int64_t b = 0; b < n; b++) {
+        const int64_t len = (int64_t)cu[b + 1] - cu[b];
+        if (len < 0)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                           "varlen.%s decreases at %lld (%d then %d): sequence lengths must be >= 0",
+                           name, (long long)b, (int)cu[b], (int)cu[b + 1]);
+        if (len > *most) *most = len;
+    }
+    if (cu[n] != total)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                       "varlen.%s[batch] is %d, but %s holds %lld rows (its seqlen)", name,
+                       (int)cu[n], tensor, (long long)total);
+    return FLASHATTN_OK;
+}
+
+/* Packed sequences: every tensor one batch entry, the boundaries
+ * consistent with it. Fills the problem's sequence view. decode: the
+ * cache gives the keys (no cu_seqlens_k, no seqused_k). */
+static flashattn_status check_varlen(const flashattn_varlen *vl, int decode,
+                                     const flashattn_tensor *q, const flashattn_tensor *k,
+                                     fa_problem *pb) {
+    flashattn_status s;
+    if (vl->struct_size != sizeof *vl)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                       "varlen.struct_size is %zu: initialise it with flashattn_varlen_init()",
+                       vl->struct_size);
+    if (vl->batch < 0 || vl->batch > INT32_MAX)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "varlen.batch is %lld: must be 0..%d",
+                       (long long)vl->batch, INT32_MAX);
+    if (q->batch != 1 || (k && k->batch != 1))
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                       "varlen: tensors hold the packed sequences in one batch entry (batch 1)");
+    int64_t most_q, most_k = 0;
+    if ((s = check_cu(vl->cu_seqlens_q, vl->batch, q->seqlen, "cu_seqlens_q", "q", &most_q))) return s;
+    if (decode) {
+        if (vl->cu_seqlens_k || vl->seqused_k)
+            return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                           "varlen decode: the cache's seqlens give the keys; cu_seqlens_k and "
+                           "seqused_k must be NULL");
+    } else {
+        if ((s = check_cu(vl->cu_seqlens_k, vl->batch, k->seqlen, "cu_seqlens_k", "k", &most_k)))
+            return s;
+        if (vl->seqused_k) {
+            most_k = 0;
+            for (int64_t b = 0; b < vl->batch; b++) {
+                const int64_t n = (int64_t)vl->cu_seqlens_k[b + 1] - vl->cu_seqlens_k[b];
+                if (vl->seqused_k[b] < 0 || vl->seqused_k[b] > n)
+                    return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                                   "varlen.seqused_k[%lld] is %d: must be 0..%lld (the sequence's keys)",
+                                   (long long)b, (int)vl->seqused_k[b], (long long)n);
+                if (vl->seqused_k[b] > most_k) most_k = vl->seqused_k[b];
+            }
+        }
+    }
+    pb->batch = vl->batch;
+    pb->seq_q = most_q;
+    pb->seq_k = most_k;
+    pb->cu_q = vl->cu_seqlens_q;
+    pb->cu_k = vl->cu_seqlens_k;
+    pb->used_k = vl->seqused_k;
+    return FLASHATTN_OK;
+}
+
 /* The first release's struct ends at reserved_flags. */
 #define FA_PARAMS_V1_SIZE (offsetof(flashattn_params, reserved_flags) + sizeof(uint32_t))
 
@@ -121,23 +198,50 @@ static int rows_distinct(const flashattn_tensor *t) {
     return 1;
 }
 
+/* Every sequence's lengths against the cache: seqlens and leftpad in
+ * range, the append within the capacity, the block-table entries it reads
+ * (from the page of its first key to that of its last) in the pool, and
+ * the rotary positions it uses within the table. */
 static flashattn_status check_seqlens(const fa_decode_problem *dp, int64_t capacity,
-                                      int64_t num_pages) {
-    for (int64_t b = 0; b < dp->base.batch; b++) {
-        const int64_t len = fa_kv_given(&dp->base, b);
+                                      int64_t num_pages, const flashattn_kv_cache *c) {
+    const fa_problem *pb = &dp->base;
+    for (int64_t b = 0; b < pb->batch; b++) {
+        const int64_t len = pb->kv_lens_i32 ? (int64_t)pb->kv_lens_i32[b] : pb->kv_lens_i64[b];
+        const int64_t add = fa_kv_added(pb, b), pad = pb->leftpad ? pb->leftpad[b] : 0;
         if (len < 0 || len > capacity)
             return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
                            "cache seqlens[%lld] = %lld: must be in 0..%lld (the capacity)",
                            (long long)b, (long long)len, (long long)capacity);
-        if (dp->seq_new > capacity - len)
+        if (pad < 0 || pad > len)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                           "cache leftpad[%lld] = %lld: must be in 0..%lld (its seqlens)",
+                           (long long)b, (long long)pad, (long long)len);
+        if (add > capacity - len)
             return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
                            "appending %lld rows to sequence %lld (%lld rows) overflows the "
                            "cache capacity %lld",
-                           (long long)dp->seq_new, (long long)b, (long long)len,
-                           (long long)capacity);
+                           (long long)add, (long long)b, (long long)len, (long long)capacity);
+        if (pb->batch_idx && (pb->batch_idx[b] < 0 || pb->batch_idx[b] >= c->k.batch))
+            return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                           "cache batch_idx[%lld] = %d: not an entry of the cache (0..%lld)",
+                           (long long)b, (int)pb->batch_idx[b], (long long)c->k.batch - 1);
+        if (dp->rot_cos) {
+            const int64_t sq = fa_seq_q_of(pb, b);
+            int64_t last = -1; /* the last position used */
+            if (add > 0) last = len - pad + add - 1;
+            if (sq > 0) {
+                const int64_t qlast = len - pad + (dp->rot_q_step ? sq - 1 : 0);
+                if (qlast > last) last = qlast;
+            }
+            if (last >= c->rotary_len)
+                return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                               "sequence %lld uses rotary position %lld, past the tables' "
+                               "rotary_len %lld",
+                               (long long)b, (long long)last, (long long)c->rotary_len);
+        }
         if (!dp->block_table) continue;
-        const int64_t pages = (len + dp->seq_new + dp->page_size - 1) / dp->page_size;
-        for (int64_t i = 0; i < pages; i++) {
+        const int64_t pages = (len + add + dp->page_size - 1) / dp->page_size;
+        for (int64_t i = pad / dp->page_size; i < pages; i++) {
             const int32_t e = dp->block_table[b * dp->max_pages + i];
             if (e < 0 || e >= num_pages)
                 return fa_fail(FLASHATTN_ERR_BAD_PARAM,
@@ -148,15 +252,43 @@ static flashattn_status check_seqlens(const fa_decode_problem *dp, int64_t capac
     return FLASHATTN_OK;
 }
 
-/* The cache's k and v, their layout, the lengths and the block table. */
+/* The first release's cache struct ends at seqlens_i64. */
+#define FA_KV_CACHE_V1_SIZE (offsetof(flashattn_kv_cache, seqlens_i64) + sizeof(const int64_t *))
+
+/* The cache's rotary tables. */
+static flashattn_status check_rotary(const flashattn_kv_cache *c, int64_t d) {
+    if (!c->rotary_cos && !c->rotary_sin) return FLASHATTN_OK;
+    if (!c->rotary_cos || !c->rotary_sin)
+        return fa_fail(FLASHATTN_ERR_NULL_POINTER, "give both cache.rotary_cos and rotary_sin, or neither");
+    if (c->rotary_dim < 2 || c->rotary_dim % 2 || c->rotary_dim > d)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                       "cache.rotary_dim is %lld: must be even, 2..%lld (head_dim)",
+                       (long long)c->rotary_dim, (long long)d);
+    if (c->rotary_len < 0)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "cache.rotary_len must be >= 0");
+    if (c->rotary_interleaved != 0 && c->rotary_interleaved != 1)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "cache.rotary_interleaved must be 0 or 1");
+    size_t bytes;
+    if (!fa_mul_size((size_t)c->rotary_len, (size_t)c->rotary_dim / 2 * sizeof(float), &bytes))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "cache rotary tables: byte size overflows size_t");
+    return FLASHATTN_OK;
+}
+
+/* The cache's k and v, their layout, the lengths and the block table, for
+ * nseq sequences. */
 static flashattn_status check_cache(const flashattn_kv_cache *c, const flashattn_tensor *q,
-                                    int appending, fa_decode_problem *dp, int64_t *capacity) {
+                                    int64_t nseq, int appending, fa_decode_problem *dp,
+                                    int64_t *capacity) {
     flashattn_status s;
     if (!c) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "cache is NULL");
-    if (c->struct_size != sizeof *c)
+    if (c->struct_size != sizeof *c && c->struct_size != FA_KV_CACHE_V1_SIZE)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM,
                        "cache.struct_size is %zu: initialise it with flashattn_kv_cache_init()",
                        c->struct_size);
+    flashattn_kv_cache all; /* an older caller's struct, the rest off */
+    flashattn_kv_cache_init(&all);
+    memcpy(&all, c, c->struct_size);
+    c = &all;
     if ((s = check_tensor(&c->k, "cache.k")) || (s = check_tensor(&c->v, "cache.v"))) return s;
     if (c->k.dtype != c->v.dtype)
         return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "cache.k and cache.v must have the same dtype");
@@ -168,26 +300,39 @@ static flashattn_status check_cache(const flashattn_kv_cache *c, const flashattn
     if (appending && (!rows_distinct(&c->k) || !rows_distinct(&c->v)))
         return fa_fail(FLASHATTN_ERR_BAD_STRIDE,
                        "cache.k/v: strides make distinct rows overlap, cannot append");
-    if (q->batch > 0 && !c->seqlens_i32 && !c->seqlens_i64)
+    if (nseq > 0 && !c->seqlens_i32 && !c->seqlens_i64)
         return fa_fail(FLASHATTN_ERR_NULL_POINTER, "cache.seqlens_i32 and seqlens_i64 are NULL");
     if (c->seqlens_i32 && c->seqlens_i64)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "set one of cache.seqlens_i32 and seqlens_i64");
+    if ((s = check_rotary(c, q->head_dim))) return s;
     dp->base.kv_lens_i32 = c->seqlens_i32;
     dp->base.kv_lens_i64 = c->seqlens_i64;
+    dp->base.batch_idx = c->batch_idx;
+    dp->base.leftpad = c->leftpad;
     dp->block_table = c->block_table;
+    dp->rot_cos = c->rotary_cos;
+    dp->rot_sin = c->rotary_sin;
+    dp->rot_dim = c->rotary_dim;
+    dp->rot_interleaved = c->rotary_interleaved;
     if (!c->block_table) {
-        if (c->k.batch != q->batch)
-            return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "a contiguous cache must have q's batch");
+        if (!c->batch_idx && c->k.batch != nseq)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                           "a contiguous cache must have an entry per sequence (batch %lld), "
+                           "or a batch_idx", (long long)nseq);
+        if (c->batch_idx && nseq > 0 && c->k.batch < 1)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "cache.k has no entry for batch_idx to pick");
         *capacity = c->k.seqlen;
         return FLASHATTN_OK;
     }
+    if (c->batch_idx)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "cache.batch_idx works with contiguous caches only");
     size_t entries;
     if (c->k.seqlen < 1)
         return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "paged cache: page_size (cache.k.seqlen) must be >= 1");
     if (c->max_pages_per_seq < 0)
         return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "cache.max_pages_per_seq must be >= 0");
     if (__builtin_mul_overflow(c->max_pages_per_seq, c->k.seqlen, capacity) ||
-        !fa_mul_size((size_t)q->batch, (size_t)c->max_pages_per_seq, &entries) ||
+        !fa_mul_size((size_t)nseq, (size_t)c->max_pages_per_seq, &entries) ||
         !fa_mul_size(entries, sizeof(int32_t), &entries))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "paged cache: capacity or block table overflows");
     dp->max_pages = c->max_pages_per_seq;
@@ -202,10 +347,15 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     flashattn_status s;
     int64_t capacity = 0;
     memset(dp, 0, sizeof *dp);
+    fa_problem *pb = &dp->base;
     if ((s = check_tensor(q, "q")) || (s = check_tensor(o, "o"))) return s;
     if ((k_new == NULL) != (v_new == NULL))
         return fa_fail(FLASHATTN_ERR_NULL_POINTER, "give both k_new and v_new, or neither");
-    if ((s = check_cache(c, q, k_new != NULL, dp, &capacity))) return s;
+    pb->batch = q->batch;
+    pb->seq_q = q->seqlen;
+    if (p->varlen && (s = check_varlen(p->varlen, 1, q, NULL, pb))) return s;
+    const int64_t nseq = pb->batch;
+    if ((s = check_cache(c, q, nseq, k_new != NULL, dp, &capacity))) return s;
     const int64_t heads_kv = c->k.heads, d = q->head_dim;
     if (o->batch != q->batch || o->seqlen != q->seqlen || o->heads != q->heads ||
         o->head_dim != d)
@@ -223,8 +373,17 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
                 t[i]->heads != heads_kv || t[i]->head_dim != d)
                 return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
                                "k_new and v_new must be [q's batch, seq_new, the cache's heads, head_dim]");
+        if (pb->cu_q && k_new->seqlen != q->seqlen)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                           "varlen decode: k_new and v_new are packed like q (seqlen total_q = %lld)",
+                           (long long)q->seqlen);
         dp->k_new = k_new, dp->v_new = v_new;
-        dp->seq_new = dp->base.kv_add = k_new->seqlen;
+        if (pb->cu_q) {
+            pb->kv_add_q = 1;
+            dp->seq_new = pb->seq_q; /* the longest sequence's */
+        } else {
+            dp->seq_new = pb->kv_add = k_new->seqlen;
+        }
     }
     size_t lse_elems;
     if (!fa_mul_size((size_t)q->batch, (size_t)q->heads, &lse_elems) ||
@@ -234,13 +393,13 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     if (p->num_splits < 0 || p->num_splits > FLASHATTN_MAX_SPLITS)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.num_splits is %d: must be 0..%d",
                        p->num_splits, FLASHATTN_MAX_SPLITS);
-    dp->base.batch = q->batch;
-    if ((s = check_seqlens(dp, capacity, c->k.batch))) return s;
+    dp->rot_q_step = p->causal || p->window_left >= 0 || p->window_right >= 0;
+    if ((s = check_seqlens(dp, capacity, c->k.batch, c))) return s;
 
-    fa_problem *pb = &dp->base;
     pb->q = q, pb->k = &c->k, pb->v = &c->v, pb->o = o, pb->lse = lse;
-    pb->seq_q = q->seqlen;
     pb->seq_k = capacity;
+    pb->rows_q = q->seqlen;
+    pb->batch_q = q->batch;
     pb->heads_q = q->heads;
     pb->heads_kv = heads_kv;
     pb->head_dim = d;
@@ -318,6 +477,9 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     pb->batch = q->batch;
     pb->seq_q = q->seqlen;
     pb->seq_k = k->seqlen;
+    pb->rows_q = q->seqlen;
+    pb->batch_q = q->batch;
+    if (p->varlen && (s = check_varlen(p->varlen, 0, q, k, pb))) return s;
     pb->heads_q = q->heads;
     pb->heads_kv = k->heads;
     pb->head_dim = q->head_dim;

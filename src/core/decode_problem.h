@@ -17,16 +17,33 @@ typedef struct fa_decode_problem {
     int64_t seq_new;                       /* 0 without k_new; base.kv_add */
     const int32_t *block_table;            /* NULL: contiguous cache */
     int64_t max_pages, page_size;          /* paged only */
+    /* Rotary embedding of q and k_new (rot_cos NULL: none): pairs of the
+     * first rot_dim elements; q row i at position given + i * rot_q_step. */
+    const float *rot_cos, *rot_sin;
+    int64_t rot_dim;
+    int rot_interleaved, rot_q_step;
 } fa_decode_problem;
 
-/* Address of cache row j (logical, within sequence b) of kv-head hk in t,
+/* Rotate the first rot_dim elements of row x, at position pos, in place. */
+static inline void fa_rotary_row(const fa_decode_problem *dp, float *x, int64_t pos) {
+    const int64_t half = dp->rot_dim / 2;
+    const float *c = dp->rot_cos + pos * half, *s = dp->rot_sin + pos * half;
+    for (int64_t t = 0; t < half; t++) {
+        const int64_t a = dp->rot_interleaved ? 2 * t : t, b = dp->rot_interleaved ? 2 * t + 1 : t + half;
+        const float x1 = x[a], x2 = x[b];
+        x[a] = x1 * c[t] - x2 * s[t];
+        x[b] = x1 * s[t] + x2 * c[t];
+    }
+}
+
+/* Address of key j of sequence s (its row s->k0 + j) of kv-head hk in t,
  * the cache's k or v tensor. */
-static inline void *fa_cache_row(const fa_decode_problem *dp, const flashattn_tensor *t, int64_t b,
-                                 int64_t j, int64_t hk) {
-    int64_t page = b, slot = j;
+static inline void *fa_cache_row(const fa_decode_problem *dp, const flashattn_tensor *t,
+                                 const fa_seq *s, int64_t j, int64_t hk) {
+    int64_t page = s->kb, slot = s->k0 + j;
     if (dp->block_table) {
-        page = dp->block_table[b * dp->max_pages + j / dp->page_size];
-        slot = j % dp->page_size;
+        page = dp->block_table[s->idx * dp->max_pages + slot / dp->page_size];
+        slot %= dp->page_size;
     }
     int64_t off = page * t->stride_batch + slot * t->stride_seq + hk * t->stride_head;
     return (char *)t->data + off * fa_dtype_bytes(t->dtype);

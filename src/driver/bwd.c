@@ -56,7 +56,7 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
     /* sq: the packed rows' count, the layout's; the sequence has seq_q of them */
     const int64_t d = f->head_dim, nr = kern->nr, bm = plan->block_m, sq = f->seq_q;
     const int64_t da = d + 1, cols = plan->col_panels * nr;
-    const int64_t b = seq->b, h = hk * f->group + hi, q0 = seq->q0;
+    const int64_t b = seq->qb, h = hk * f->group + hi, q0 = seq->q0;
     const int64_t i0 = qb * bm, i1 = i0 + bm < seq->seq_q ? i0 + bm : seq->seq_q;
     void *head = fa_bwd_head(plan, gbase, hi);
     float *qs = fa_bwd_head_part(plan, head, FA_BWD_HEAD_QS);
@@ -121,7 +121,7 @@ static void reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, con
                           float *sum, float *row) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, bm = plan->block_m;
-    const int64_t b = seq->b, h = hk * f->group + hi;
+    const int64_t b = seq->qb, h = hk * f->group + hi;
     const int64_t i0 = qb * bm, i1 = i0 + bm < seq->seq_q ? i0 + bm : seq->seq_q;
     const float *acc = fa_bwd_slot(plan, f, gbase, 0, hi, qb);
     if (plan->slots > 1) {
@@ -143,6 +143,20 @@ static void reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, con
     }
 }
 
+/* dK = dV = 0 on the keys of sequence b past seqused_k: rows that hold
+ * keys of no sequence get gradients of none. row: head_dim floats. */
+static void clear_unused_keys(const fa_bwd_problem *pb, const fa_kernels *kern, int64_t b, float *row) {
+    const fa_problem *f = &pb->f;
+    const fa_seq seq = fa_seq_of(f, b);
+    const int64_t d = f->head_dim;
+    memset(row, 0, (size_t)d * sizeof(float));
+    for (int64_t j = seq.k0 + seq.seq_k; j < f->cu_k[b + 1]; j++)
+        for (int64_t hk = 0; hk < f->heads_kv; hk++) {
+            kern->store((void *)fa_row_ptr(pb->dk, seq.kb, j, hk), pb->dk->dtype, row, d, 1.0f);
+            kern->store((void *)fa_row_ptr(pb->dv, seq.kb, j, hk), pb->dv->dtype, row, d, 1.0f);
+        }
+}
+
 /* The sequence of group g (= sequence * heads_kv + kv-head). */
 static fa_seq group_seq(const fa_problem *f, int64_t g) { return fa_seq_of(f, g / f->heads_kv); }
 
@@ -158,6 +172,10 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
     {
         void *tw = fa_region_at(&plan->ws, base, FA_BWD_WS_THREADS, (size_t)fa_thread_id());
         float *row = fa_bwd_tile(plan, tw, FA_BWD_THREAD_ROW);
+        if (f->used_k) {
+#pragma omp for schedule(dynamic) nowait
+            for (int64_t b = 0; b < f->batch; b++) clear_unused_keys(pb, kern, b, row);
+        }
         for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
             const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0
                                                                     : plan->groups_per_pass;

@@ -189,7 +189,7 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
                     void *tw) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
-    const int64_t b = seq->b, k0 = seq->k0;
+    const int64_t b = seq->kb, k0 = seq->k0;
     const int keys = (int)(j1 - j0);
     float *kaug = fa_bwd_tile(plan, tw, FA_BWD_THREAD_KAUG);
     float *vaug = fa_bwd_tile(plan, tw, FA_BWD_THREAD_VAUG);

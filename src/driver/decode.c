@@ -23,13 +23,19 @@
 void fa_decode_append(const fa_decode_problem *dp, const fa_kernels *kern, int64_t b, int64_t j,
                       float *tmp) {
     const fa_problem *pb = &dp->base;
+    const fa_seq seq = fa_seq_of(pb, b);
     const int64_t row = fa_kv_given(pb, b) + j, d = pb->head_dim;
     const flashattn_tensor *src[2] = {dp->k_new, dp->v_new}, *dst[2] = {pb->k, pb->v};
+    if (j >= fa_kv_added(pb, b)) return;
     for (int64_t hk = 0; hk < pb->heads_kv; hk++)
         for (int t = 0; t < 2; t++) {
-            const void *from = fa_row_ptr(src[t], b, j, hk);
-            void *to = fa_cache_row(dp, dst[t], b, row, hk);
-            if (src[t]->dtype == dst[t]->dtype) {
+            const void *from = fa_row_ptr(src[t], seq.qb, seq.q0 + j, hk);
+            void *to = fa_cache_row(dp, dst[t], &seq, row, hk);
+            if (t == 0 && dp->rot_cos) { /* K rotated at its position */
+                kern->load(tmp, from, src[t]->dtype, d, 1.0f);
+                fa_rotary_row(dp, tmp, row);
+                kern->store(to, dst[t]->dtype, tmp, d, 1.0f);
+            } else if (src[t]->dtype == dst[t]->dtype) {
                 memcpy(to, from, (size_t)d * (size_t)fa_dtype_bytes(dst[t]->dtype));
             } else {
                 kern->load(tmp, from, src[t]->dtype, d, 1.0f);
@@ -54,11 +60,11 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
         float *o = (float *)fa_region_at(&plan->part, area, FA_DECODE_PART_O, 0);
         flashattn_tensor t = {o,
                               FLASHATTN_F32,
-                              pb->batch,
-                              pb->seq_q,
+                              pb->batch_q,
+                              pb->rows_q,
                               pb->heads_q,
                               pb->head_dim,
-                              pb->seq_q * pb->heads_q * dpad,
+                              pb->rows_q * pb->heads_q * dpad,
                               pb->heads_q * dpad,
                               dpad,
                               1};
@@ -67,10 +73,11 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
     }
     const fa_merge_job job = {splits, parts, part_lse, pb->o, pb->lse};
 
+    /* (varlen: seq_new is the longest sequence's; the others skip past theirs) */
     const int64_t appends = dp->k_new ? pb->batch * dp->seq_new : 0;
     const int64_t per_seq = plan->query_tiles * splits * plan->head_blocks;
     const int64_t items = pb->seq_q > 0 ? pb->batch * per_seq : 0;
-    const int64_t merge_rows = splits > 1 ? pb->batch * pb->heads_q * pb->seq_q : 0;
+    const int64_t merge_rows = splits > 1 ? pb->batch_q * pb->heads_q * pb->rows_q : 0;
     const int64_t merge_units = (merge_rows + FA_MERGE_ROWS - 1) / FA_MERGE_ROWS;
 
 #pragma omp parallel num_threads(plan->threads)

@@ -57,10 +57,10 @@
 /* The run of rows starting at logical row j (< end) of kv-head hk of
  * sequence b in t (the cache's k or v): consecutive slots, so one row
  * stride. Returns its length and sets *row to its first row. */
-static int64_t run_at(const fa_decode_problem *dp, const flashattn_tensor *t, int64_t b,
+static int64_t run_at(const fa_decode_problem *dp, const flashattn_tensor *t, const fa_seq *s,
                       int64_t hk, int64_t j, int64_t end, const char **row) {
-    *row = fa_cache_row(dp, t, b, j, hk);
-    const int64_t run = dp->block_table ? dp->page_size - j % dp->page_size : end - j;
+    *row = fa_cache_row(dp, t, s, j, hk);
+    const int64_t run = dp->block_table ? dp->page_size - (s->k0 + j) % dp->page_size : end - j;
     return run < end - j ? run : end - j;
 }
 
@@ -70,10 +70,10 @@ static int64_t run_at(const fa_decode_problem *dp, const flashattn_tensor *t, in
  * past every row they read: one piece ahead, spread over their loads.
  * Consecutive pieces sit one stride apart in a contiguous cache; in a
  * paged one the jump to the next page is as good. */
-static int64_t next_piece(const fa_decode_problem *dp, const flashattn_tensor *t, int64_t b,
+static int64_t next_piece(const fa_decode_problem *dp, const flashattn_tensor *t, const fa_seq *s,
                           int64_t hk, int64_t j, int64_t len, int64_t j_end, const char *row) {
     if (j + len >= j_end) return 0;
-    const char *next = fa_cache_row(dp, t, b, j + len, hk);
+    const char *next = fa_cache_row(dp, t, s, j + len, hk);
     return (int64_t)((uintptr_t)next - (uintptr_t)row);
 }
 
@@ -181,6 +181,7 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     const int64_t hk0 = hblock * plan->heads_per_item, i0 = qtile * plan->queries_per_item;
     const int64_t nh = pb->heads_kv - hk0 < plan->heads_per_item ? pb->heads_kv - hk0 : plan->heads_per_item;
     const int64_t i1 = seq.seq_q - i0 < plan->queries_per_item ? seq.seq_q : i0 + plan->queries_per_item;
+    if (i0 >= seq.seq_q) return; /* a shorter sequence of a varlen batch */
     const int mh = (int)(g * (i1 - i0)), m = (int)(nh * mh);
     const flashattn_tensor *kt = pb->k, *vt = pb->v;
     const int64_t kes = fa_dtype_bytes(kt->dtype), ves = fa_dtype_bytes(vt->dtype);
@@ -197,7 +198,8 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     /* Q rows, pre-scaled into base 2 */
     row_walk w = walk_start(i0, hk0, g);
     for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
-        kern->load(q + r * d, fa_row_ptr(pb->q, seq.b, seq.q0 + w.i, w.h), pb->q->dtype, d, pb->scale_log2);
+        kern->load(q + r * d, fa_row_ptr(pb->q, seq.qb, seq.q0 + w.i, w.h), pb->q->dtype, d, pb->scale_log2);
+        if (dp->rot_cos) fa_rotary_row(dp, q + r * d, fa_kv_given(pb, b) + w.i * dp->rot_q_step);
         mx[r] = -INFINITY;
         ls[r] = 0.0f;
     }
@@ -214,9 +216,9 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
          * follow. */
         for (int64_t j = j0; j < j0 + n;) {
             const char *row;
-            int64_t len = run_at(dp, kt, b, hk0, j, j0 + n, &row);
+            int64_t len = run_at(dp, kt, &seq, hk0, j, j0 + n, &row);
             if (len > piece) len = piece;
-            const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, kt, b, hk0, j, len, j_end, row);
+            const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, kt, &seq, hk0, j, len, j_end, row);
             for (int64_t h = 0; h < nh; h++) {
                 float *sh = s + h * mh * sld + (j - j0);
                 if (plan->wide_piece)
@@ -248,9 +250,9 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
          * overwrites, so acc needs no clearing */
         for (int64_t j = j0; j < j0 + n;) {
             const char *row;
-            int64_t len = run_at(dp, vt, b, hk0, j, j0 + n, &row);
+            int64_t len = run_at(dp, vt, &seq, hk0, j, j0 + n, &row);
             if (len > piece) len = piece;
-            const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, vt, b, hk0, j, len, j_end, row);
+            const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, vt, &seq, hk0, j, len, j_end, row);
             for (int64_t h = 0; h < nh; h++) {
                 const float *ph = s + h * mh * sld + (j - j0);
                 if (plan->wide_piece)
@@ -267,7 +269,7 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     w = walk_start(i0, hk0, g);
     for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
         /* a row that saw no key in this split gets O = 0, LSE = -inf */
-        void *orow = (void *)fa_row_ptr(o, seq.b, seq.q0 + w.i, w.h);
+        void *orow = (void *)fa_row_ptr(o, seq.qb, seq.q0 + w.i, w.h);
         fa_softmax_finalize_row(kern, orow, o->dtype, acc + r * dpad, d, mx[r], ls[r],
                                 lse ? fa_lse_at(pb, lse, &seq, w.h, w.i) : NULL);
     }

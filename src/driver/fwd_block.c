@@ -68,7 +68,7 @@ FA_INLINE void load_q(fwd_qblock *t, const int dot) {
     const fa_problem *pb = t->pb;
     const int64_t d = pb->head_dim, dh = (d + 1) / 2;
     for (int r = 0; r < t->m; r++) {
-        const void *qrow = fa_row_ptr(pb->q, t->seq->b, t->seq->q0 + t->i0 + r, t->h);
+        const void *qrow = fa_row_ptr(pb->q, t->seq->qb, t->seq->q0 + t->i0 + r, t->h);
         fa_prefetch_rows_ahead(pb->q, qrow, FA_ROW_AHEAD);
         if (dot) {
             memcpy(t->q16 + r * 2 * dh, qrow, (size_t)d * sizeof(uint16_t));
@@ -176,7 +176,7 @@ FA_INLINE void finalize_rows(fwd_qblock *t) {
     const fa_problem *pb = t->pb;
     for (int r = 0; r < t->m; r++) {
         const int64_t i = t->i0 + r;
-        void *orow = (void *)fa_row_ptr(pb->o, t->seq->b, t->seq->q0 + i, t->h);
+        void *orow = (void *)fa_row_ptr(pb->o, t->seq->qb, t->seq->q0 + i, t->h);
         fa_softmax_finalize_row(t->kern, orow, pb->o->dtype, t->acc + r * pb->head_dim_pad,
                                 pb->head_dim, t->mx[r], t->ls[r],
                                 pb->lse ? fa_lse_at(pb, pb->lse, t->seq, t->h, i) : NULL);

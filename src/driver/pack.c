@@ -13,7 +13,7 @@ void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, 
         memset(dst + (j1 / nr) * nr * d, 0, (size_t)(nr * d) * sizeof(float));
     for (int64_t j = j0; j < j1; j += nr) {
         const int rows = (int)(j1 - j < nr ? j1 - j : nr);
-        kern->transpose(dst + (j / nr) * nr * d, nr, fa_row_ptr(pb->k, seq->b, seq->k0 + j, hk),
+        kern->transpose(dst + (j / nr) * nr * d, nr, fa_row_ptr(pb->k, seq->kb, seq->k0 + j, hk),
                         pb->k->stride_seq, pb->k->dtype, rows, d);
     }
 }
@@ -22,7 +22,7 @@ void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, 
                int64_t j0, int64_t j1, float *dst, float *tmp) {
     const int64_t d = pb->head_dim, dp = pb->head_dim_pad, rows = pb->seq_k, nr = kern->nr;
     for (int64_t j = j0; j < j1; j++) {
-        const void *vrow = fa_row_ptr(pb->v, seq->b, seq->k0 + j, hk);
+        const void *vrow = fa_row_ptr(pb->v, seq->kb, seq->k0 + j, hk);
         fa_prefetch_rows_ahead(pb->v, vrow, FA_ROW_AHEAD);
         kern->load(tmp, vrow, pb->v->dtype, d, 1.0f);
         if (dp > d) memset(tmp + d, 0, (size_t)(dp - d) * sizeof(float));
@@ -38,7 +38,7 @@ void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq 
     const int64_t d = pb->head_dim, dh = (d + 1) / 2, nr = kern->nr;
     for (int64_t j = j0; j < j1; j++)
         fa_pairs_down(dst + (j / nr) * nr * dh + j % nr, nr,
-                      fa_row_ptr(pb->k, seq->b, seq->k0 + j, hk), d);
+                      fa_row_ptr(pb->k, seq->kb, seq->k0 + j, hk), d);
     if (j1 == seq->seq_k && j1 % nr) {
         uint32_t *panel = dst + (j1 / nr) * nr * dh;
         for (int64_t p = 0; p < dh; p++)
@@ -53,9 +53,9 @@ void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq 
     for (int64_t j = j0; j < j1; j += 2) {
         /* the key past an odd seq_k reads row j again, masked to zero */
         const int last = j + 1 >= seq->seq_k;
-        const uint16_t *r0 = (const uint16_t *)fa_row_ptr(pb->v, seq->b, seq->k0 + j, hk);
+        const uint16_t *r0 = (const uint16_t *)fa_row_ptr(pb->v, seq->kb, seq->k0 + j, hk);
         const uint16_t *r1 =
-            last ? r0 : (const uint16_t *)fa_row_ptr(pb->v, seq->b, seq->k0 + j + 1, hk);
+            last ? r0 : (const uint16_t *)fa_row_ptr(pb->v, seq->kb, seq->k0 + j + 1, hk);
         const uint32_t keep = last ? 0u : 0xffffu;
         fa_prefetch_rows_ahead(pb->v, r0, FA_ROW_AHEAD);
         for (int64_t c = 0; c < dp; c += nr) {

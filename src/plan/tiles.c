@@ -76,14 +76,21 @@ static void tuned_tiles(const fa_problem *pb, const flashattn_params *p, const f
 
 void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads, fa_tile_query *q) {
     const fa_cpu_caches *cc = fa_cpu_caches_get();
-    const fa_seq seq = fa_seq_of(pb, 0); /* every sequence has the same lengths */
+    /* A dense batch's sequences all have the same lengths; a varlen
+     * batch's mean is over all its rows. */
+    const int64_t seqs = pb->cu_q ? pb->batch : pb->batch > 0;
     double keys = 0.0;
-    for (int64_t i = 0; i < pb->seq_q; i++)
-        keys += (double)(fa_mask_end(&seq.mask, i) - fa_mask_lo(&seq.mask, i));
+    int64_t rows = 0;
+    for (int64_t b = 0; b < seqs; b++) {
+        const fa_seq seq = fa_seq_of(pb, b);
+        for (int64_t i = 0; i < seq.seq_q; i++)
+            keys += (double)(fa_mask_end(&seq.mask, i) - fa_mask_lo(&seq.mask, i));
+        rows += seq.seq_q;
+    }
     *q = (fa_tile_query){
         .batch = pb->batch, .heads_q = pb->heads_q, .seq_q = pb->seq_q, .seq_k = pb->seq_k,
         .head_dim = pb->head_dim, .mask_edges = (pb->left >= 0) + (pb->right >= 0),
-        .mean_keys = pb->seq_q > 0 ? keys / (double)pb->seq_q : 0.0,
+        .mean_keys = rows > 0 ? keys / (double)rows : 0.0,
         .elem_bytes = (int)sizeof(float), /* the kernels widen every dtype to f32 */
         .mr = kern->mr, .nr = kern->nr, .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes,
         .threads = threads,
@@ -155,6 +162,12 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     const size_t group_bytes = plan->group.size;
     int64_t groups = pb->batch * pb->heads_kv;
     int64_t items_per_group = pb->group * ((pb->seq_q + plan->block_m - 1) / plan->block_m);
+    if (pb->cu_q && pb->batch > 0) { /* the mean over the sequences' own q-blocks */
+        int64_t blocks = 0;
+        for (int64_t b = 0; b < pb->batch; b++)
+            blocks += (fa_seq_q_of(pb, b) + plan->block_m - 1) / plan->block_m;
+        items_per_group = pb->group * ((blocks + pb->batch - 1) / pb->batch);
+    }
     if (items_per_group < 1) items_per_group = 1;
     int64_t per_pass = (16 * (int64_t)plan->threads + items_per_group - 1) / items_per_group;
     if (group_bytes && per_pass > (int64_t)(FA_PACK_BUDGET_BYTES / group_bytes))

@@ -162,7 +162,7 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     fa_layout_array(t, FA_BWD_THREAD_ROW, "rows", 1, row_f * f);
     fa_layout_array(t, FA_BWD_THREAD_COLS, "lse and d", 1, plan->bf16_dot ? 2 * fa_round_up(bm_, 16) * f : 0);
     /* (products of validated sizes: heads_kv * head_dim and seq_k fit) */
-    plan->stream_dkv = 2 * pb->batch * pb->seq_k * pb->heads_kv * pb->head_dim >= FA_BWD_STREAM_ELEMS;
+    plan->stream_dkv = 2 * pb->k->batch * pb->k->seqlen * pb->heads_kv * pb->head_dim >= FA_BWD_STREAM_ELEMS;
 
     const int64_t groups = pb->batch * pb->heads_kv;
     const size_t group_bytes = plan->group.size;

@@ -167,8 +167,8 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     /* one split's partial O and LSE (f32), as sized below (SIZE_MAX when
      * that overflows, which the sizing below then reports) */
     size_t part_bytes;
-    if (!fa_mul_size((size_t)pb->batch, (size_t)pb->heads_q, &part_bytes) ||
-        !fa_mul_size(part_bytes, (size_t)pb->seq_q, &part_bytes) ||
+    if (!fa_mul_size((size_t)pb->batch_q, (size_t)pb->heads_q, &part_bytes) ||
+        !fa_mul_size(part_bytes, (size_t)pb->rows_q, &part_bytes) ||
         !fa_mul_size(part_bytes, (dpad + 1) * sizeof(float), &part_bytes))
         part_bytes = SIZE_MAX;
     plan->num_splits = p->num_splits > 0 ? p->num_splits
@@ -194,8 +194,8 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
 
     size_t heads_rows = 0, o = 0;
     if (plan->num_splits > 1 &&
-        (!fa_mul_size((size_t)pb->batch, (size_t)pb->heads_q, &heads_rows) ||
-         !fa_mul_size(heads_rows, (size_t)pb->seq_q, &heads_rows) ||
+        (!fa_mul_size((size_t)pb->batch_q, (size_t)pb->heads_q, &heads_rows) ||
+         !fa_mul_size(heads_rows, (size_t)pb->rows_q, &heads_rows) ||
          !fa_mul_size(heads_rows, dpad * f, &o) || !fa_mul_size(heads_rows, f, &heads_rows)))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "decode partial results overflow size_t");
     fa_layout_init(&plan->part, "decode split");
