@@ -132,10 +132,38 @@ typedef struct flashattn_params {
     int block_n;             /* keys per tile; 0: automatic */
     int num_threads;         /* 0: OpenMP default */
     int deterministic;       /* forward is always deterministic; used by backward */
-    uint32_t reserved_flags; /* must be 0 (room for masks, bias, dropout...) */
+    uint32_t reserved_flags; /* must be 0 (room for dropout...) */
     int num_splits;          /* decode: parts each sequence's keys are cut into; 0: automatic */
     const struct flashattn_varlen *varlen; /* NULL: a dense batch; else packed sequences (below) */
+    /* Score modifiers (see "Score modifiers" below); 0 / NULL: off. */
+    float softcap;                  /* > 0: s = softcap * tanh(s / softcap) */
+    const float *alibi_slopes;      /* [heads_q], or [batch][heads_q] (see alibi_batch_stride) */
+    int64_t alibi_batch_stride;     /* 0: one slope per query head; heads_q: per sequence too */
+    const float *sinks;             /* [heads_q]: a logit per head in every row's softmax */
+    float *dsinks;                  /* flashattn_bwd only: [heads_q] written, dL/dsinks */
 } flashattn_params;
+
+/*
+ * Score modifiers, as FlashAttention-2 (softcap, ALiBi) and gpt-oss /
+ * StreamingLLM (sinks) compute them. With s = scale * q_i . k_j the
+ * scaled logit of query i and key j of a sequence of seq_q queries and
+ * seq_k keys, the softmax runs over, in this order:
+ *   softcap > 0      s = softcap * tanh(s / softcap)            (Gemma 2)
+ *   alibi_slopes     s = s - slope * |i + off - j|              (BLOOM, MPT)
+ *                    off = seq_k - seq_q (bottom-right) or 0 (top-left),
+ *                    as the mask's diagonal; slope = alibi_slopes[h], or
+ *                    alibi_slopes[b * alibi_batch_stride + h]
+ *   the causal / window mask (hidden keys drop out)
+ *   sinks            sink_h = sinks[h] joins every row's denominator:
+ *                    P_ij = exp(s_ij) / (exp(sink_h) + sum_j' exp(s_ij')),
+ *                    and adds no value; LSE = log(exp(sink_h) + sum exp(s)).
+ *                    A row that sees no key then has LSE = sink_h, O = 0.
+ * softcap must be finite and >= 0, slopes and sinks finite. They apply in
+ * flashattn_fwd, flashattn_bwd (same params: the backward differentiates
+ * through softcap; with sinks it writes dsinks[h] = -sum over the rows of
+ * head h of exp(sink_h - LSE_i) * D_i, D_i = rowsum(dO_i * O_i), when
+ * dsinks is not NULL) and flashattn_decode.
+ */
 
 FLASHATTN_API void flashattn_params_init(flashattn_params *p);
 FLASHATTN_API flashattn_params flashattn_params_default(void);

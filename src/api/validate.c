@@ -107,6 +107,34 @@ static flashattn_status check_varlen(const flashattn_varlen *vl, int decode,
     return FLASHATTN_OK;
 }
 
+/* Softcap, ALiBi and sinks (params already read): checked, then set in pb
+ * (its batch and heads_q filled). */
+static flashattn_status check_modifiers(const flashattn_params *p, fa_problem *pb) {
+    if (!isfinite(p->softcap) || p->softcap < 0.0f)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.softcap is %g: must be finite and >= 0",
+                       (double)p->softcap);
+    if (p->alibi_batch_stride != 0 && p->alibi_batch_stride != pb->heads_q)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                       "params.alibi_batch_stride is %lld: must be 0 or heads_q (%lld)",
+                       (long long)p->alibi_batch_stride, (long long)pb->heads_q);
+    if (p->alibi_slopes) {
+        const int64_t n = p->alibi_batch_stride ? pb->batch * pb->heads_q : pb->heads_q;
+        for (int64_t x = 0; x < n; x++)
+            if (!isfinite(p->alibi_slopes[x]))
+                return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.alibi_slopes[%lld] is not finite",
+                               (long long)x);
+    }
+    if (p->sinks)
+        for (int64_t h = 0; h < pb->heads_q; h++)
+            if (!isfinite(p->sinks[h]))
+                return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.sinks[%lld] is not finite", (long long)h);
+    pb->softcap2 = p->softcap * 1.4426950408889634f;
+    pb->alibi = p->alibi_slopes;
+    pb->alibi_stride = p->alibi_batch_stride;
+    pb->sinks = p->sinks;
+    return FLASHATTN_OK;
+}
+
 /* The first release's struct ends at reserved_flags. */
 #define FA_PARAMS_V1_SIZE (offsetof(flashattn_params, reserved_flags) + sizeof(uint32_t))
 
@@ -402,6 +430,7 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     pb->batch_q = q->batch;
     pb->heads_q = q->heads;
     pb->heads_kv = heads_kv;
+    if ((s = check_modifiers(p, pb))) return s;
     pb->head_dim = d;
     pb->head_dim_pad = (d + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
     pb->group = q->heads / heads_kv;
@@ -482,6 +511,7 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     if (p->varlen && (s = check_varlen(p->varlen, 0, q, k, pb))) return s;
     pb->heads_q = q->heads;
     pb->heads_kv = k->heads;
+    if ((s = check_modifiers(p, pb))) return s;
     pb->head_dim = q->head_dim;
     pb->head_dim_pad = (q->head_dim + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
     pb->group = q->heads / k->heads;
@@ -526,5 +556,6 @@ flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tens
     pb->dout = dout, pb->dq = dq, pb->dk = dk, pb->dv = dv;
     pb->lse = lse;
     pb->scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)q->head_dim);
+    pb->dsinks = p->sinks ? p->dsinks : NULL;
     return FLASHATTN_OK;
 }

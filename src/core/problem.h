@@ -47,6 +47,13 @@ typedef struct fa_problem {
     /* Rows of q, o and LSE per batch entry (the LSE's row length): seq_q
      * dense, total_q varlen; and their batch entries (1 varlen). */
     int64_t rows_q, batch_q;
+    /* Score modifiers (driver/score.h), off when 0 / NULL: softcap in
+     * base 2 (softcap * log2 e), ALiBi slopes of (sequence b, head h) at
+     * alibi[b * alibi_stride + h], sinks [heads_q] (natural log). */
+    float softcap2;
+    const float *alibi;
+    int64_t alibi_stride;
+    const float *sinks;
 } fa_problem;
 
 /* One sequence: its lengths, where its rows lie, which keys each query sees. */
@@ -111,6 +118,7 @@ typedef struct fa_bwd_problem {
     const flashattn_tensor *dout, *dq, *dk, *dv;
     const float *lse;           /* the forward's, [batch, heads_q, seq_q] */
     float scale;                /* the natural-log softmax scale */
+    float *dsinks;              /* [heads_q] or NULL (f.sinks set) */
 } fa_bwd_problem;
 
 #endif

@@ -157,6 +157,29 @@ static void clear_unused_keys(const fa_bwd_problem *pb, const fa_kernels *kern, 
         }
 }
 
+/* dsinks[h] = -sum over the rows of head h of exp(sink_h - LSE_i) D_i,
+ * with D_i the same rowsum(dO * O) the packing computes: in double, the
+ * rows in order, one thread per head, so the same bits whatever the
+ * thread count. tmp: 2 * head_dim floats. */
+static void sink_grad(const fa_bwd_problem *pb, const fa_kernels *kern, int64_t h, float *tmp) {
+    const fa_problem *f = &pb->f;
+    const int64_t d = f->head_dim;
+    const double sink = f->sinks[h];
+    float *dr = tmp, *orow = tmp + d;
+    double sum = 0.0;
+    for (int64_t b = 0; b < f->batch; b++) {
+        const fa_seq seq = fa_seq_of(f, b);
+        const float *lse = fa_lse_at(f, (float *)pb->lse, &seq, h, 0);
+        for (int64_t i = 0; i < seq.seq_q; i++) {
+            if (isinf(lse[i])) continue; /* a row of no keys and no weight */
+            kern->load(dr, fa_row_ptr(pb->dout, seq.qb, seq.q0 + i, h), pb->dout->dtype, d, 1.0f);
+            kern->load(orow, fa_row_ptr(f->o, seq.qb, seq.q0 + i, h), f->o->dtype, d, 1.0f);
+            sum += exp(sink - (double)lse[i]) * row_dot(dr, orow, d);
+        }
+    }
+    pb->dsinks[h] = (float)-sum;
+}
+
 /* The sequence of group g (= sequence * heads_kv + kv-head). */
 static fa_seq group_seq(const fa_problem *f, int64_t g) { return fa_seq_of(f, g / f->heads_kv); }
 
@@ -175,6 +198,10 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
         if (f->used_k) {
 #pragma omp for schedule(dynamic) nowait
             for (int64_t b = 0; b < f->batch; b++) clear_unused_keys(pb, kern, b, row);
+        }
+        if (pb->dsinks) {
+#pragma omp for schedule(dynamic) nowait
+            for (int64_t h = 0; h < f->heads_q; h++) sink_grad(pb, kern, h, row);
         }
         for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
             const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0

@@ -44,7 +44,8 @@ typedef struct {
     const float *kaug, *vaug, *kt; /* [keys][d+1] twice, [d][block_n] */
     float *dk, *dv;                /* [keys][dp] accumulators */
     float *st, *dpt, *dqt;         /* [keys][tile_ld] twice, [d][bm] */
-    float *cols;                   /* dot route: lse2 and D of a step's queries */
+    float *cols;                   /* dot route or softcap: lse2 and D of a step's queries */
+    float *dcap;                   /* softcap: 1 - tanh^2, [keys][tile_ld] */
 } kv_item;
 
 static void acquire(atomic_int *l) {
@@ -60,6 +61,7 @@ typedef struct {
     int64_t i0, i1;
     float *dq;
     atomic_int *lock;
+    int64_t h; /* the query head */
 } q_tile;
 
 /* S^T - lse2 and dP^T - D of one tile on the bf16 dot-product route: the
@@ -126,14 +128,21 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
             kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->vaug + r * da, da,
                        q->dot + (i0 + c) * da, nr, dpt + r * lt + c, lt, 0);
     }
-    /* The score stage; only tiles that cut some query's visible range need the mask. */
+    /* The score stage; only tiles that cut some query's visible range need
+     * the mask. The softcap wants each query's lse2 (row d of its panel;
+     * the dot route has them already). */
+    const fa_scores sc = fa_scores_of(f, seq, q->h);
+    if (sc.cap2 != 0.0f && !plan->bf16_dot)
+        for (int64_t c = 0; c < m; c++) t->cols[c] = q->qt[(i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr];
     const int full = fa_mask_block_full(&seq->mask, i0, i1, t->j0, t->j1);
-    fa_score_tile_t(seq, st, lt, keys, i0, m, t->j0, full);
+    fa_score_tile_t(&sc, st, lt, keys, i0, m, t->j0, full, t->cols, t->dcap);
     for (int r = 0; r < keys; r++) {
         float *p = st + r * lt, *ds = dpt + r * lt;
         /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
         kern->exp2_sum(p, m16, 0.0f);
         for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
+        if (sc.cap2 != 0.0f) /* dS of the raw logit: times d(softcap)/ds */
+            for (int64_t c = 0; c < m; c++) ds[c] *= t->dcap[r * lt + c];
     }
 
     /* dV += P^T dO and dK += dS^T (Q * scale): each element one FMA chain over the
@@ -170,7 +179,7 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
 }
 
 static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, const fa_seq *seq,
-                      void *gbase, int slot, int64_t hi, int64_t qb) {
+                      void *gbase, int slot, int64_t hk, int64_t hi, int64_t qb) {
     void *head = fa_bwd_head(plan, gbase, hi);
     const int64_t i0 = qb * plan->block_m;
     q_tile q = {fa_bwd_head_part(plan, head, FA_BWD_HEAD_QS),
@@ -180,7 +189,8 @@ static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, const fa_seq
                 i0,
                 i0 + plan->block_m < seq->seq_q ? i0 + plan->block_m : seq->seq_q,
                 fa_bwd_slot(plan, f, gbase, slot, hi, qb),
-                plan->shared_dq ? fa_bwd_lock(plan, gbase, hi, qb) : NULL};
+                plan->shared_dq ? fa_bwd_lock(plan, gbase, hi, qb) : NULL,
+                hk * f->group + hi};
     return q;
 }
 
@@ -197,7 +207,8 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
     kv_item t = {j0, j1, kaug, vaug, kt,
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_DK), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DV),
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_ST), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DPT),
-                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), fa_bwd_tile(plan, tw, FA_BWD_THREAD_COLS)};
+                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), fa_bwd_tile(plan, tw, FA_BWD_THREAD_COLS),
+                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DCAP)};
 
     if (plan->bf16_dot) {
         /* K and V rows as given (pairs of elements) for S^T and dP^T; K^T in f32 */
@@ -231,7 +242,7 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
     fa_mask_rows_seeing(&seq->mask, seq->seq_q, j0, j1, &ia, &ie);
     for (int64_t hi = 0; ia < ie && hi < f->group; hi++)
         for (int64_t qb = ia / bm; qb * bm < ie; qb++) {
-            const q_tile q = tile_at(plan, f, seq, gbase, slot, hi, qb);
+            const q_tile q = tile_at(plan, f, seq, gbase, slot, hk, hi, qb);
             step(pb, plan, kern, seq, &t, &q);
         }
     if (plan->bf16_dot) kern->gemm_bf16_done();

@@ -238,7 +238,8 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
             const int r1 = m - r0 < FA_MAX_MR ? m : r0 + FA_MAX_MR;
             float bmax[FA_MAX_MR];
             for (int r = r0; r < r1; r++, walk_next(&w, i0, g, i1 - i0)) {
-                fa_score_row(&seq, s + r * sld, w.i, j0, n, full);
+                const fa_scores sc = fa_scores_of(pb, &seq, w.h);
+                fa_score_row(&sc, s + r * sld, w.i, j0, n, full);
                 bmax[r - r0] = kern->row_max(s + r * sld, n);
             }
             for (int r = r0; r < r1; r++)
@@ -268,9 +269,11 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     }
     w = walk_start(i0, hk0, g);
     for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
-        /* a row that saw no key in this split gets O = 0, LSE = -inf */
+        /* a row that saw no key in this split gets O = 0, LSE = -inf; the
+         * sink joins split 0 only (the merge then counts it once) */
         void *orow = (void *)fa_row_ptr(o, seq.qb, seq.q0 + w.i, w.h);
         fa_softmax_finalize_row(kern, orow, o->dtype, acc + r * dpad, d, mx[r], ls[r],
-                                lse ? fa_lse_at(pb, lse, &seq, w.h, w.i) : NULL);
+                                lse ? fa_lse_at(pb, lse, &seq, w.h, w.i) : NULL,
+                                split == 0 ? fa_sink2(pb->sinks, w.h) : -INFINITY);
     }
 }

@@ -48,6 +48,7 @@ typedef struct {
     const fa_fwd_plan *plan;
     const fa_kernels *kern;
     const fa_seq *seq;
+    fa_scores sc;
     int64_t h, i0;
     int m, strips;
     float *q, *s, *acc, *mx, *ls;
@@ -134,7 +135,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
         const int full = fa_mask_block_full(&t->seq->mask, i, i + mm, j0, j0 + ncols);
         float bmax[FA_MAX_MR];
         for (int r = r0; r < r0 + mm; r++) {
-            fa_score_row(t->seq, t->s + r * bn, t->i0 + r, j0, ncols, full);
+            fa_score_row(&t->sc, t->s + r * bn, t->i0 + r, j0, ncols, full);
             bmax[r - r0] = kern->row_max(t->s + r * bn, ncols);
         }
         for (int r = r0; r < r0 + mm; r++) {
@@ -179,7 +180,8 @@ FA_INLINE void finalize_rows(fwd_qblock *t) {
         void *orow = (void *)fa_row_ptr(pb->o, t->seq->qb, t->seq->q0 + i, t->h);
         fa_softmax_finalize_row(t->kern, orow, pb->o->dtype, t->acc + r * pb->head_dim_pad,
                                 pb->head_dim, t->mx[r], t->ls[r],
-                                pb->lse ? fa_lse_at(pb, pb->lse, t->seq, t->h, i) : NULL);
+                                pb->lse ? fa_lse_at(pb, pb->lse, t->seq, t->h, i) : NULL,
+                                fa_sink2(pb->sinks, t->h));
     }
 }
 
@@ -208,6 +210,7 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.cols = cols, t.first = first;
     t.pb = pb, t.plan = plan, t.kern = kern, t.seq = seq;
     t.h = h, t.i0 = i0;
+    t.sc = fa_scores_of(pb, seq, h);
     t.m = (int)(i1 - i0);
     t.strips = (t.m + kern->mr - 1) / kern->mr;
     t.q = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_Q, 0);

@@ -46,17 +46,33 @@ static inline void fa_softmax_row_exp(const fa_kernels *kern, float *row, int64_
  * lse is not NULL, *lse = ln 2 * (m + log2 l). A row that saw no key (l = 0)
  * gets O = 0 and LSE = -inf; acc is then cleared (it may hold garbage). The
  * log2 runs in double and only when asked: it costs as much as a short
- * row's softmax. */
+ * row's softmax.
+ * An attention sink (sink2, base 2; -inf: none) joins the denominator:
+ * l += 2^(sink2 - m), in double from the larger of the two exponents, so
+ * a sink far above every score gives O = 0 and LSE = sink, never inf. */
 static inline void fa_softmax_finalize_row(const fa_kernels *kern, void *orow, flashattn_dtype odt,
-                                           float *acc, int64_t d, float m, float l, float *lse) {
+                                           float *acc, int64_t d, float m, float l, float *lse,
+                                           float sink2) {
     if (l == 0.0f) {
         memset(acc, 0, (size_t)d * sizeof(float));
         kern->store(orow, odt, acc, d, 1.0f);
-        if (lse) *lse = -INFINITY;
+        if (lse) *lse = sink2 == -INFINITY ? -INFINITY : (float)(FA_LN2 * (double)sink2);
+        return;
+    }
+    if (sink2 != -INFINITY) {
+        const double top = m > sink2 ? m : sink2;
+        const double sum = (double)l * exp2((double)m - top) + exp2((double)sink2 - top);
+        kern->store(orow, odt, acc, d, (float)(exp2((double)m - top) / sum));
+        if (lse) *lse = (float)(FA_LN2 * (top + log2(sum)));
         return;
     }
     kern->store(orow, odt, acc, d, 1.0f / l);
     if (lse) *lse = (float)(FA_LN2 * ((double)m + log2((double)l)));
+}
+
+/* The base-2 sink of query head h, -inf without sinks. */
+static inline float fa_sink2(const float *sinks, int64_t h) {
+    return sinks ? (float)((double)sinks[h] * 1.4426950408889634) : -INFINITY;
 }
 
 #endif

@@ -8,12 +8,14 @@
 #include "api/validate.h"
 #include "reference/attn_f64.h"
 #include "reference/keys_ref.h"
+#include "reference/score_ref.h"
 
 static flashattn_status problem(const flashattn_tensor *q, const flashattn_tensor *k,
                                 const flashattn_tensor *v, const flashattn_params *user,
-                                fa_problem *pb, double *scale) {
+                                fa_problem *pb, double *scale, flashattn_params *pp) {
     flashattn_params p;
     flashattn_status s = fa_read_params(user, &p);
+    *pp = p;
     if (s) return s;
     /* q doubles as o for validation: only o's shape matters there. */
     flashattn_tensor oshape = *q;
@@ -23,19 +25,22 @@ static flashattn_status problem(const flashattn_tensor *q, const flashattn_tenso
 }
 
 /* Row i of head h's probabilities over its visible keys [lo, end) into
- * pr[lo..end); returns 0 when the row sees no key. */
-static int softmax_row(const fa_problem *pb, double scale, const double *qi, const double *kd,
-                       int64_t b, int64_t hk, int64_t lo, int64_t end, double *pr) {
-    const int64_t d = pb->head_dim;
-    double mx = -INFINITY, sum = 0.0;
+ * pr[lo..end) (the sink, if any, in the denominator), the softcap's
+ * derivative into dcap[lo..end); returns 0 when the row sees no key. */
+static int softmax_row(const fa_problem *pb, const flashattn_params *p, double scale,
+                       const double *qi, const double *kd, int64_t b, int64_t h, int64_t i,
+                       int64_t lo, int64_t end, double *pr, double *dcap) {
+    const int64_t d = pb->head_dim, hk = h / pb->group;
+    double mx = fa_ref_sink(p, h), sum = 0.0;
     for (int64_t j = lo; j < end; j++) {
         const double *kj = kd + ((b * pb->seq_k + j) * pb->heads_kv + hk) * d;
         double acc = 0.0;
         for (int64_t c = 0; c < d; c++) acc += qi[c] * kj[c];
-        pr[j] = acc * scale;
+        pr[j] = fa_ref_score(pb, p, b, h, i, j, acc * scale, &dcap[j]);
         if (pr[j] > mx) mx = pr[j];
     }
     if (end <= lo) return 0;
+    if (p->sinks) sum += exp(fa_ref_sink(p, h) - mx);
     for (int64_t j = lo; j < end; j++) sum += (pr[j] = exp(pr[j] - mx));
     for (int64_t j = lo; j < end; j++) pr[j] /= sum;
     return 1;
@@ -46,12 +51,17 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
                                           const double *qd, const double *kd, const double *vd,
                                           double *o) {
     fa_problem pb;
+    flashattn_params pp;
     double scale;
-    flashattn_status s = problem(q, k, v, p, &pb, &scale);
+    flashattn_status s = problem(q, k, v, p, &pb, &scale, &pp);
     if (s) return s;
     const int64_t d = pb.head_dim;
     double *pr = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(double));
-    if (!pr) return FLASHATTN_ERR_OUT_OF_MEMORY;
+    double *dcap = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(double));
+    if (!pr || !dcap) {
+        free(pr), free(dcap);
+        return FLASHATTN_ERR_OUT_OF_MEMORY;
+    }
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
@@ -61,13 +71,13 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
                 const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
                 double *oi = o + row;
                 for (int64_t c = 0; c < d; c++) oi[c] = 0.0;
-                if (!softmax_row(&pb, scale, qd + row, kd, b, hk, lo, end, pr)) continue;
+                if (!softmax_row(&pb, &pp, scale, qd + row, kd, b, h, i, lo, end, pr, dcap)) continue;
                 for (int64_t j = lo; j < end; j++) {
                     const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
                     for (int64_t c = 0; c < d; c++) oi[c] += pr[j] * vj[c];
                 }
             }
-    free(pr);
+    free(pr), free(dcap);
     return FLASHATTN_OK;
 }
 
@@ -76,15 +86,17 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
                                           const double *qd, const double *kd, const double *vd,
                                           const double *dod, double *dq, double *dk, double *dv) {
     fa_problem pb;
+    flashattn_params pp;
     double scale;
-    flashattn_status s = problem(q, k, v, p, &pb, &scale);
+    flashattn_status s = problem(q, k, v, p, &pb, &scale, &pp);
     if (s) return s;
     const int64_t d = pb.head_dim;
     const size_t nk = (size_t)(pb.batch * pb.seq_k * pb.heads_kv * d);
     size_t sk = (size_t)(pb.seq_k > 0 ? pb.seq_k : 1);
     double *pr = malloc(sk * sizeof(double)), *dp = malloc(sk * sizeof(double));
-    if (!pr || !dp) {
-        free(pr), free(dp);
+    double *dcap = malloc(sk * sizeof(double));
+    if (!pr || !dp || !dcap) {
+        free(pr), free(dp), free(dcap);
         return FLASHATTN_ERR_OUT_OF_MEMORY;
     }
     memset(dk, 0, nk * sizeof(double));
@@ -99,7 +111,7 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
                 const double *qi = qd + row, *doi = dod + row;
                 double *dqi = dq + row;
                 for (int64_t c = 0; c < d; c++) dqi[c] = 0.0;
-                if (!softmax_row(&pb, scale, qi, kd, b, hk, lo, end, pr)) continue;
+                if (!softmax_row(&pb, &pp, scale, qi, kd, b, h, i, lo, end, pr, dcap)) continue;
                 double D = 0.0;
                 for (int64_t j = lo; j < end; j++) {
                     const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
@@ -110,7 +122,7 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
                 }
                 for (int64_t j = lo; j < end; j++) {
                     const size_t krow = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
-                    const double ds = pr[j] * (dp[j] - D);
+                    const double ds = pr[j] * (dp[j] - D) * dcap[j];
                     for (int64_t c = 0; c < d; c++) {
                         dqi[c] += scale * ds * kd[krow + c];
                         dk[krow + c] += scale * ds * qi[c];
@@ -118,7 +130,7 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
                     }
                 }
             }
-    free(pr), free(dp);
+    free(pr), free(dp), free(dcap);
     return FLASHATTN_OK;
 }
 
@@ -127,8 +139,9 @@ flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn
                                       const flashattn_params *p, double *dq, double *dk,
                                       double *dv) {
     fa_problem pb;
+    flashattn_params pp;
     double scale;
-    flashattn_status s = problem(q, k, v, p, &pb, &scale);
+    flashattn_status s = problem(q, k, v, p, &pb, &scale, &pp);
     if (s) return s;
     if (!dout) return FLASHATTN_ERR_NULL_POINTER;
     if (dout->batch != q->batch || dout->seqlen != q->seqlen || dout->heads != q->heads ||
@@ -141,4 +154,37 @@ flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn
             : FLASHATTN_ERR_OUT_OF_MEMORY;
     free(qd), free(kd), free(vd), free(dod);
     return s;
+}
+
+flashattn_status fa_reference_dsinks_f64(const flashattn_tensor *q, const flashattn_tensor *k,
+                                         const flashattn_tensor *v, const flashattn_tensor *dout,
+                                         const flashattn_params *p, double *dsinks) {
+    fa_problem pb;
+    flashattn_params pp;
+    double scale;
+    flashattn_status s = problem(q, k, v, p, &pb, &scale, &pp);
+    if (s) return s;
+    if (!pp.sinks || !dout) return FLASHATTN_ERR_NULL_POINTER;
+    const int64_t d = pb.head_dim;
+    const size_t n = (size_t)(pb.batch * pb.seq_q * pb.heads_q * d);
+    double *o = malloc((n ? n : 1) * sizeof(double));
+    double *lse = malloc((size_t)(pb.batch * pb.heads_q * pb.seq_q + 1) * sizeof(double));
+    double *dod = fa_tensor_widen(dout);
+    if (!o || !lse || !dod || (s = fa_reference_fwd_f64(q, k, v, p, o, lse))) {
+        free(o), free(lse), free(dod);
+        return s ? s : FLASHATTN_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t h = 0; h < pb.heads_q; h++) {
+        double sum = 0.0;
+        for (int64_t b = 0; b < pb.batch; b++)
+            for (int64_t i = 0; i < pb.seq_q; i++) {
+                const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
+                double D = 0.0;
+                for (int64_t c = 0; c < d; c++) D += dod[row + c] * o[row + c];
+                sum += exp((double)pp.sinks[h] - lse[(b * pb.heads_q + h) * pb.seq_q + i]) * D;
+            }
+        dsinks[h] = -sum;
+    }
+    free(o), free(lse), free(dod);
+    return FLASHATTN_OK;
 }

@@ -41,4 +41,11 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
                                           const double *qd, const double *kd, const double *vd,
                                           double *o);
 
+/* dL/dsinks [heads_q] with L = sum(o * dout): -sum over the rows of head h
+ * of exp(sink_h - LSE_i) D_i, D_i = dO_i . O_i, from this file's forward
+ * in double (params.sinks must be set). */
+flashattn_status fa_reference_dsinks_f64(const flashattn_tensor *q, const flashattn_tensor *k,
+                                         const flashattn_tensor *v, const flashattn_tensor *dout,
+                                         const flashattn_params *p, double *dsinks);
+
 #endif

@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "reference/attn_f64.h"
 #include "reference/keys_ref.h"
+#include "reference/score_ref.h"
 
 static double round_to(float x, flashattn_dtype dt) {
     if (dt == FLASHATTN_F16) return fa_f16_to_f32(fa_f32_to_f16(x));
@@ -63,8 +64,10 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
                         sc += (float)qw[c] * (float)kw[c];
                         dp += (float)dow[c] * (float)vw[c];
                     }
-                    const float pj = expf(sc * scale - L), ds = pj * (dp - D);
-                    const double t = (double)pj * (fabs(dp) + fabs(D));
+                    double dcap;
+                    const float s = (float)fa_ref_score(&pb, &p, b, h, i, j, sc * scale, &dcap);
+                    const float pj = expf(s - L), ds = pj * (dp - D) * (float)dcap;
+                    const double t = (double)pj * (fabs(dp) + fabs(D)) * dcap;
                     const size_t kr = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
                     for (int64_t c = 0; c < d; c++) {
                         const double qc = qw[c], kc = kw[c], oc = dow[c];

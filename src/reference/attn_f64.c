@@ -7,6 +7,7 @@
 #include "api/validate.h"
 #include "core/dtype.h"
 #include "reference/keys_ref.h"
+#include "reference/score_ref.h"
 
 double fa_tensor_get(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h, int64_t c) {
     int64_t off = b * t->stride_batch + s * t->stride_seq + h * t->stride_head + c;
@@ -61,9 +62,12 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
                     const double *kr = kd + fa_widened_at(k, b, j, hk, 0);
                     double acc = 0.0;
                     for (int64_t c = 0; c < d; c++) acc += qr[c] * kr[c];
-                    sc[j] = acc * scale;
+                    sc[j] = fa_ref_score(&pb, &p, b, h, i, j, acc * scale, NULL);
                     if (sc[j] > mx) mx = sc[j];
                 }
+                const double sink = fa_ref_sink(&p, h);
+                if (sink > mx) mx = sink;
+                if (sink != -INFINITY) sum += exp(sink - mx);
                 for (int64_t c = 0; c < d; c++) orow[c] = 0.0;
                 for (int64_t j = lo; j < end; j++) {
                     const double pj = exp(sc[j] - mx), *vr = vd + fa_widened_at(v, b, j, hk, 0);

@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "reference/attn_f64.h"
 #include "reference/keys_ref.h"
+#include "reference/score_ref.h"
 
 static double round_to(float r, flashattn_dtype dt) {
     if (dt == FLASHATTN_F16) return fa_f16_to_f32(fa_f32_to_f16(r));
@@ -48,9 +49,12 @@ flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn
                     const double *kr = kd + fa_widened_at(k, b, j, hk, 0);
                     float acc = 0.0f;
                     for (int64_t c = 0; c < D; c++) acc += (float)qr[c] * (float)kr[c];
-                    s[j] = acc * scale;
+                    s[j] = (float)fa_ref_score(&pb, &p, b, h, i, j, acc * scale, NULL);
                     if (s[j] > mx) mx = s[j];
                 }
+                const float sink = (float)fa_ref_sink(&p, h);
+                if (sink > mx) mx = sink;
+                if (sink != -INFINITY) sum += expf(sink - mx);
                 for (int64_t c = 0; c < D; c++) o[c] = 0.0f;
                 for (int64_t j = lo; j < end; j++) {
                     s[j] = expf(s[j] - mx);
