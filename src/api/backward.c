@@ -49,7 +49,10 @@ flashattn_status fa_bwd_ex(const flashattn_tensor *q, const flashattn_tensor *k,
     fa_bwd_plan plan;
     flashattn_status s = prepare(q, k, v, o, dout, lse, dq, dk, dv, p, kern, &pb, &plan);
     if (s) return s;
-    if (pb.f.batch == 0) return FLASHATTN_OK;
+    if (pb.f.batch == 0) { /* no rows: every sink's gradient is 0 */
+        for (int64_t h = 0; pb.dsinks && h < pb.f.heads_q; h++) pb.dsinks[h] = 0.0f;
+        return FLASHATTN_OK;
+    }
     void *owned;
     if ((s = fa_workspace_get(workspace, workspace_bytes, plan.workspace_bytes, &workspace, &owned)))
         return s;

@@ -1,0 +1,276 @@
+/*
+ * Score modifiers (softcap, ALiBi, attention sinks), alone and combined,
+ * with causal / window masks in both alignments, GQA, seq_q != seq_k, every
+ * dtype, on every ISA path:
+ *   forward O and LSE against the FP64 reference (test_forward's rule: f32
+ *     inputs within 1e-5, 16-bit within twice plain f32 attention's error);
+ *   backward dQ, dK, dV against the FP64 reference gradients (test_backward's
+ *     rule, fa_bwd_pass_bounds), and dsinks against the reference's;
+ *   decode (a full contiguous cache, so the cache is the dense K and V)
+ *     with 1 and 3 splits: the sink must join the merged softmax once;
+ *   bad modifiers: a status, nothing written.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/backward.h"
+#include "api/decode.h"
+#include "api/forward.h"
+#include "reference/attn_bwd_f64.h"
+#include "reference/attn_bwd_std_f32.h"
+#include "reference/attn_f64.h"
+#include "reference/compare.h"
+#include "testutil.h"
+
+static const char *dtn(flashattn_dtype dt) {
+    return dt == FLASHATTN_F32 ? "f32" : dt == FLASHATTN_F16 ? "f16" : "bf16";
+}
+
+typedef struct {
+    int64_t b, sq, sk, hq, hkv, d;
+    int causal, align;
+    int64_t wl, wr;
+    flashattn_dtype dt;
+    float softcap;
+    int alibi;  /* 0 off, 1 per head, 2 per (batch, head) */
+    int sinks;
+    int tiles;  /* 1: block_m 32, block_n 64 (else automatic) */
+} mcase;
+
+typedef struct {
+    float slopes[64], sinks[16];
+} mods;
+
+static void describe(const mcase *c, char *buf, size_t n) {
+    snprintf(buf, n,
+             "b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d align=%d win=(%lld,%lld) %s "
+             "softcap=%g alibi=%d sinks=%d tiles=%d",
+             (long long)c->b, (long long)c->sq, (long long)c->sk, (long long)c->hq, (long long)c->hkv,
+             (long long)c->d, c->causal, c->align, (long long)c->wl, (long long)c->wr, dtn(c->dt),
+             (double)c->softcap, c->alibi, c->sinks, c->tiles);
+}
+
+static flashattn_params params_of(const mcase *c, mods *m, uint64_t *rng) {
+    flashattn_params p = flashattn_params_default();
+    p.causal = c->causal, p.align = c->align;
+    p.window_left = c->wl, p.window_right = c->wr;
+    p.softcap = c->softcap;
+    if (c->tiles) p.block_m = 32, p.block_n = 64;
+    for (int x = 0; x < 64; x++) m->slopes[x] = (float)(0.05 + 0.5 * (double)(tt_rand_u64(rng) % 1000) / 1000.0);
+    for (int x = 0; x < 16; x++) m->sinks[x] = (float)(tt_rand_normal(rng) * 2.0);
+    if (c->alibi) p.alibi_slopes = m->slopes, p.alibi_batch_stride = c->alibi == 2 ? c->hq : 0;
+    if (c->sinks) p.sinks = m->sinks;
+    return p;
+}
+
+static double fwd_bound(const mcase *c, const tt_tensor *q, const tt_tensor *k, const tt_tensor *v,
+                        const flashattn_params *p, const double *ref, size_t n) {
+    if (c->dt == FLASHATTN_F32) return 1e-5;
+    double *std = malloc((n ? n : 1) * sizeof(double)), e = 0.0;
+    tt_standard_f32(&q->t, &k->t, &v->t, p, c->dt, std);
+    for (size_t x = 0; x < n; x++) e = fmax(e, fabs(std[x] - ref[x]));
+    free(std);
+    return 2.0 * e;
+}
+
+static void run_case(const mcase *c, uint64_t seed) {
+    uint64_t rng = seed;
+    mods m;
+    const flashattn_params p0 = params_of(c, &m, &rng);
+    tt_tensor q = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0);
+    tt_tensor k = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 1, 0);
+    tt_tensor v = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 0, 0);
+    tt_tensor dout = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0);
+    tt_fill_normal(&q, &rng, 1.5), tt_fill_normal(&k, &rng, 1.5);
+    tt_fill_normal(&v, &rng, 1.0), tt_fill_normal(&dout, &rng, 1.0);
+    char desc[320];
+    describe(c, desc, sizeof desc);
+    const size_t nq = (size_t)(c->b * c->sq * c->hq * c->d), nk = (size_t)(c->b * c->sk * c->hkv * c->d);
+    const size_t ln = (size_t)(c->b * c->hq * c->sq);
+    double *ref = malloc((nq + 1) * sizeof(double)), *rlse = malloc((ln + 1) * sizeof(double));
+    TT_CHECK(fa_reference_fwd_f64(&q.t, &k.t, &v.t, &p0, ref, rlse) == 0, "reference: %s", desc);
+    const double bound = fwd_bound(c, &q, &k, &v, &p0, ref, nq);
+    double *g[3], *plain[3], mag[3];
+    const size_t cnt[3] = {nq, nk, nk};
+    for (int x = 0; x < 3; x++) g[x] = malloc((cnt[x] + 1) * sizeof(double)), plain[x] = malloc((cnt[x] + 1) * sizeof(double));
+    TT_CHECK(fa_reference_bwd_f64(&q.t, &k.t, &v.t, &dout.t, &p0, g[0], g[1], g[2]) == 0, "reference bwd: %s", desc);
+    double rsink[16] = {0};
+    if (c->sinks) TT_CHECK(fa_reference_dsinks_f64(&q.t, &k.t, &v.t, &dout.t, &p0, rsink) == 0, "dsinks ref: %s", desc);
+
+    const fa_kernels *isas[8];
+    const int n = tt_isas(isas, 8);
+    for (int t = 0; t < n; t++) {
+        const char *isa = isas[t]->isa;
+        flashattn_params p = p0;
+        float dsinks[16];
+        p.dsinks = c->sinks ? dsinks : NULL;
+        tt_tensor o = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0);
+        tt_tensor dq = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0);
+        tt_tensor dk = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 1, 0);
+        tt_tensor dv = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 1, 0);
+        float *lse = malloc((ln + 1) * sizeof(float));
+        flashattn_status s = fa_fwd_ex(&q.t, &k.t, &v.t, &o.t, lse, &p, NULL, 0, isas[t]);
+        TT_CHECK(s == FLASHATTN_OK, "[%s] fwd status %d (%s): %s", isa, s, flashattn_last_error(), desc);
+        if (s == FLASHATTN_OK) {
+            const double err = fa_max_abs_err(&o.t, ref);
+            TT_CHECK(err <= bound, "[%s] o max err %.3g > %.3g: %s", isa, err, bound, desc);
+            int inf_ok = 0;
+            const double lerr = fa_lse_err(lse, rlse, ln, &inf_ok);
+            /* test_forward's rule: inputs of sigma 1.5 give logits 2.25 times as large */
+            TT_CHECK(lerr <= (c->dt == FLASHATTN_F32 ? 1e-5 : 1e-4) * 2.25 && inf_ok,
+                     "[%s] lse err %.3g, -inf rows %s: %s", isa, lerr, inf_ok ? "ok" : "wrong", desc);
+            /* a forward without the LSE may take another route (decode's): same rule */
+            tt_tensor o2 = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0);
+            s = fa_fwd_ex(&q.t, &k.t, &v.t, &o2.t, NULL, &p, NULL, 0, isas[t]);
+            const double err2 = fa_max_abs_err(&o2.t, ref);
+            TT_CHECK(s == FLASHATTN_OK && err2 <= bound, "[%s] o (no lse) err %.3g > %.3g: %s", isa, err2, bound, desc);
+            tt_free(&o2);
+
+            s = fa_bwd_ex(&q.t, &k.t, &v.t, &o.t, &dout.t, lse, &dq.t, &dk.t, &dv.t, &p, NULL, 0, isas[t]);
+            TT_CHECK(s == FLASHATTN_OK, "[%s] bwd status %d (%s): %s", isa, s, flashattn_last_error(), desc);
+            TT_CHECK(fa_reference_bwd_std_f32(&q.t, &k.t, &v.t, &o.t, &dout.t, lse, &p, c->dt, plain[0],
+                                              plain[1], plain[2], mag) == 0, "plain: %s", desc);
+            const tt_tensor *got[3] = {&dq, &dk, &dv};
+            static const char *gname[3] = {"dq", "dk", "dv"};
+            for (int x = 0; s == FLASHATTN_OK && x < 3; x++) {
+                double perr = 0.0;
+                for (size_t e = 0; e < cnt[x]; e++) perr = fmax(perr, fabs(plain[x][e] - g[x][e]));
+                const fa_bwd_bounds bd = fa_bwd_pass_bounds(c->dt, perr, fa_rms_diff(plain[x], g[x], cnt[x]), mag[x]);
+                const double e = tt_max_abs_err(got[x], g[x]), rms = fa_rms_err(&got[x]->t, g[x]);
+                TT_CHECK(e <= bd.max_bound && rms <= bd.rms_bound,
+                         "[%s] %s max err %.3g (bound %.3g), rms %.3g (bound %.3g): %s", isa, gname[x], e,
+                         bd.max_bound, rms, bd.rms_bound, desc);
+            }
+            /* dsinks from the O and LSE given, as D is: their rounding
+             * (to o's dtype) bounds it, times the sum of the terms */
+            for (int64_t h = 0; c->sinks && s == FLASHATTN_OK && h < c->hq; h++) {
+                double terms = 0.0;
+                for (int64_t b = 0; b < c->b; b++)
+                    for (int64_t i = 0; i < c->sq; i++) {
+                        double D = 0.0;
+                        for (int64_t x = 0; x < c->d; x++) {
+                            const size_t at = (size_t)(((b * c->sq + i) * c->hq + h) * c->d + x);
+                            D += fabs(fa_tensor_get(&dout.t, b, i, h, x) * ref[at]);
+                        }
+                        terms += exp((double)m.sinks[h] - rlse[(b * c->hq + h) * c->sq + i]) * D;
+                    }
+                const double eps = c->dt == FLASHATTN_F32 ? 1e-5 : c->dt == FLASHATTN_F16 ? 2e-3 : 1.6e-2;
+                TT_CHECK(fabs(dsinks[h] - rsink[h]) <= eps * terms + 1e-7,
+                         "[%s] dsinks[%lld] %.7g vs %.7g (terms %.3g): %s", isa, (long long)h,
+                         (double)dsinks[h], rsink[h], terms, desc);
+            }
+        }
+        free(lse);
+        tt_free(&o), tt_free(&dq), tt_free(&dk), tt_free(&dv);
+    }
+    for (int x = 0; x < 3; x++) free(g[x]), free(plain[x]);
+    free(ref), free(rlse);
+    tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&dout);
+}
+
+static void sweep(void) {
+    static const int64_t seqs[][2] = {{1, 1}, {37, 37}, {100, 160}, {160, 100}, {3, 200}, {0, 5}, {5, 0}, {130, 130}};
+    static const int64_t heads[][2] = {{2, 2}, {4, 1}, {6, 2}};
+    static const int64_t dims[] = {16, 64, 40, 128};
+    static const int64_t masks[][4] = {{0, 0, -1, -1}, {1, 0, -1, -1}, {1, 1, -1, -1}, {0, 0, 12, 4}, {0, 1, 8, 0}};
+    static const float caps[] = {0.0f, 2.0f, 30.0f};
+    uint64_t rng = 99;
+    for (int i = 0; i < 40; i++) {
+        mcase c;
+        memset(&c, 0, sizeof c);
+        c.b = 1 + (int64_t)(tt_rand_u64(&rng) % 2);
+        c.sq = seqs[i % 8][0], c.sk = seqs[i % 8][1];
+        c.hq = heads[i % 3][0], c.hkv = heads[i % 3][1];
+        c.d = dims[(i / 3) % 4];
+        const int64_t *mk = masks[i % 5];
+        c.causal = (int)mk[0], c.align = (int)mk[1], c.wl = mk[2], c.wr = mk[3];
+        c.dt = (flashattn_dtype)(i / 5 % 3);
+        /* each modifier alone, then together */
+        const int combo = i % 4;
+        c.softcap = combo == 0 || combo == 3 ? caps[1 + i / 4 % 2] : 0.0f;
+        c.alibi = combo == 1 || combo == 3 ? 1 + i / 4 % 2 : 0;
+        c.sinks = combo == 2 || combo == 3;
+        c.tiles = i % 3 == 0;
+        run_case(&c, 500 + (uint64_t)i);
+    }
+}
+
+/* Decode over a full cache: the cache is the dense K and V. */
+static void decode(void) {
+    for (int i = 0; i < 8; i++) {
+        const int64_t b = 2, cap = 150, hq = 4, hkv = 2, d = 64, sq = i % 2 ? 1 : 5;
+        const flashattn_dtype dt = (flashattn_dtype)(i % 3);
+        uint64_t rng = 31 + (uint64_t)i;
+        mcase c;
+        memset(&c, 0, sizeof c);
+        c.causal = i % 4 < 2, c.wl = c.wr = -1;
+        c.softcap = i % 2 ? 5.0f : 0.0f;
+        c.alibi = 1 + i % 2;
+        c.sinks = i % 4 != 3;
+        c.hq = hq;
+        mods m;
+        flashattn_params p = params_of(&c, &m, &rng);
+        tt_tensor q = tt_alloc(dt, b, sq, hq, d, 1, 0), kc = tt_alloc(dt, b, cap, hkv, d, 1, 0);
+        tt_tensor vc = tt_alloc(dt, b, cap, hkv, d, 1, 0), o = tt_alloc(FLASHATTN_F32, b, sq, hq, d, 1, 0);
+        tt_fill_normal(&q, &rng, 1.5), tt_fill_normal(&kc, &rng, 1.5), tt_fill_normal(&vc, &rng, 1.0);
+        int32_t lens[2] = {(int32_t)cap, (int32_t)cap};
+        flashattn_kv_cache cache;
+        flashattn_kv_cache_init(&cache);
+        cache.k = kc.t, cache.v = vc.t, cache.seqlens_i32 = lens;
+        const size_t n = (size_t)(b * sq * hq * d), ln = (size_t)(b * hq * sq);
+        double *ref = malloc(n * sizeof(double)), *rlse = malloc(ln * sizeof(double));
+        TT_CHECK(fa_reference_fwd_f64(&q.t, &kc.t, &vc.t, &p, ref, rlse) == 0, "decode reference");
+        const double bound = 1e-5; /* test_decode's rule for an f32 o */
+        const fa_kernels *isas[8];
+        const int ni = tt_isas(isas, 8);
+        for (int t = 0; t < ni; t++)
+            for (int splits = 1; splits <= 3; splits += 2) {
+                p.num_splits = splits;
+                float lse[64];
+                const flashattn_status s = fa_decode_ex(&q.t, &cache, NULL, NULL, &o.t, lse, &p, NULL, 0, isas[t]);
+                int inf_ok = 0;
+                const double err = fa_max_abs_err(&o.t, ref), lerr = fa_lse_err(lse, rlse, ln, &inf_ok);
+                TT_CHECK(s == FLASHATTN_OK && err <= bound && lerr <= 1e-4 * 2.25 && inf_ok,
+                         "[%s] decode case %d splits %d: status %d, o err %.3g, lse err %.3g", isas[t]->isa, i,
+                         splits, s, err, lerr);
+            }
+        free(ref), free(rlse);
+        tt_free(&q), tt_free(&kc), tt_free(&vc), tt_free(&o);
+    }
+}
+
+static void errors(void) {
+    tt_tensor q = tt_alloc(FLASHATTN_F32, 1, 8, 2, 16, 1, 0), k = tt_alloc(FLASHATTN_F32, 1, 8, 2, 16, 1, 0);
+    tt_tensor o = tt_alloc(FLASHATTN_F32, 1, 8, 2, 16, 1, 0);
+    uint64_t rng = 3;
+    tt_fill_normal(&q, &rng, 1.0), tt_fill_normal(&k, &rng, 1.0);
+    float slopes[2] = {0.5f, 0.25f}, sinks[2] = {0.0f, 1.0f}, lse[16];
+    for (int i = 0; i < 6; i++) {
+        flashattn_params p = flashattn_params_default();
+        p.alibi_slopes = slopes, p.sinks = sinks;
+        slopes[1] = 0.25f, sinks[1] = 1.0f;
+        const char *what = "";
+        switch (i) {
+        case 0: p.softcap = -1.0f, what = "softcap < 0"; break;
+        case 1: p.softcap = NAN, what = "softcap NaN"; break;
+        case 2: p.alibi_batch_stride = 3, what = "alibi stride 3"; break;
+        case 3: slopes[1] = INFINITY, what = "slope inf"; break;
+        case 4: sinks[1] = NAN, what = "sink NaN"; break;
+        case 5: p.alibi_batch_stride = -2, what = "alibi stride -2"; break;
+        }
+        tt_fill_sentinel(o.mem, o.bytes);
+        tt_fill_sentinel(lse, sizeof lse);
+        const flashattn_status s = flashattn_fwd(&q.t, &k.t, &k.t, &o.t, lse, &p, NULL, 0);
+        TT_CHECK(s == FLASHATTN_ERR_BAD_PARAM && tt_untouched(o.mem, o.bytes) && tt_untouched(lse, sizeof lse),
+                 "%s: status %d, or output written", what, s);
+    }
+    tt_free(&q), tt_free(&k), tt_free(&o);
+}
+
+int main(void) {
+    errors();
+    sweep();
+    decode();
+    return tt_finish("test_modifiers");
+}
