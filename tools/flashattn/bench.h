@@ -73,6 +73,10 @@ int bench_bwd(const bench_opts *o, int64_t seq_q, int64_t seq_k, bench_row *row)
 /* `bench --decode`: its own options and table (KV bytes read per second
  * against the read bandwidth), so it takes the command line whole. */
 int bench_decode_cmd(int argc, char **argv);
+/* `bench --varlen`: packed sequences of mixed lengths (params.varlen)
+ * against a padded dense call and per-sequence calls; its own options
+ * and table, like --decode. */
+int bench_varlen_cmd(int argc, char **argv);
 
 /* Calls compared with each other: timed in turn, one of each per round
  * (after a warm-up round in order; odd rounds in reverse order), so that
@@ -89,6 +93,9 @@ typedef struct {
 } bench_call;
 
 void bench_time_together(bench_call *calls, int n, int reps);
+/* The same, also giving each call's fastest and slowest round (the
+ * spread): min_ms[i], max_ms[i], -1 for a call that failed. */
+void bench_time_spread(bench_call *calls, int n, int reps, double *min_ms, double *max_ms);
 
 /* The peak loop as one more call of a row's rounds, so that % of peak
  * compares the row's median time with the loop's median rate at the same

@@ -68,6 +68,8 @@ static void usage(FILE *f) {
         fprintf(f, "%s%s (%s%s)", i ? ", " : "", modes[i].flag, modes[i].what,
                 i ? "" : ", the default");
     fprintf(f, ", --decode (KV-cache decode against read bandwidth: see bench --decode --help)");
+    fprintf(f, ", --varlen (packed sequences of mixed lengths against padded and per-sequence\n"
+               "calls, forward or --bwd: see bench --varlen --help)");
     fprintf(f,
             ".\nStandard attention needing more than %.0f GiB is reported n/a.\n"
             "Threads are pinned (OMP_PROC_BIND=spread OMP_PLACES=cores, by re-running itself)\n"
@@ -155,9 +157,13 @@ static int parse_args(int argc, char **argv, bench_opts *o, const bench_mode **m
     return 0;
 }
 
-#define BENCH_MAX_CALLS 8
+#define BENCH_MAX_CALLS 12
 
 void bench_time_together(bench_call *calls, int n, int reps) {
+    bench_time_spread(calls, n, reps, NULL, NULL);
+}
+
+void bench_time_spread(bench_call *calls, int n, int reps, double *min_ms, double *max_ms) {
     static double t[BENCH_MAX_CALLS][1000];
     int failed[BENCH_MAX_CALLS] = {0};
     for (int i = BENCH_MAX_CALLS; i < n; i++) calls[i].ms = -1.0; /* more than it times */
@@ -180,7 +186,11 @@ void bench_time_together(bench_call *calls, int n, int reps) {
             if (r >= 0) t[i][r] = 1e3 * (fa_cli_seconds() - t0);
             else calls[i].ms = 1e3 * (fa_cli_seconds() - t0);
         }
-    for (int i = 0; i < n; i++) calls[i].ms = failed[i] ? -1.0 : fa_cli_median(t[i], reps);
+    for (int i = 0; i < n; i++) {
+        calls[i].ms = failed[i] ? -1.0 : fa_cli_median(t[i], reps); /* sorts t[i] */
+        if (min_ms) min_ms[i] = failed[i] ? -1.0 : t[i][0];
+        if (max_ms) max_ms[i] = failed[i] ? -1.0 : t[i][reps - 1];
+    }
 }
 
 /* Extra peak measurements when the threads did not scale. */
@@ -326,6 +336,7 @@ static void print_json(const bench_opts *o, const bench_mode *m, const bench_row
 int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--decode")) return bench_decode_cmd(argc, argv);
+        else if (!strcmp(argv[i], "--varlen")) return bench_varlen_cmd(argc, argv);
     bench_opts o;
     const bench_mode *mode;
     int rc = parse_args(argc, argv, &o, &mode);
