@@ -141,7 +141,37 @@ typedef struct flashattn_params {
     int64_t alibi_batch_stride;     /* 0: one slope per query head; heads_q: per sequence too */
     const float *sinks;             /* [heads_q]: a logit per head in every row's softmax */
     float *dsinks;                  /* flashattn_bwd only: [heads_q] written, dL/dsinks */
+    const struct flashattn_scores *bias; /* additive bias on the logits (Ascend's pse) */
+    const struct flashattn_scores *mask; /* boolean mask: nonzero = attend (SDPA's bool) */
 } flashattn_params;
+
+/*
+ * A [batch, heads, seq_q, seq_k] array of per-score values (params.bias,
+ * params.mask), element (b, h, i, j) at data + b * stride_batch +
+ * h * stride_head + i * stride_q + j * stride_k (elements). Each dimension
+ * is the problem's or 1 (broadcast, its index is then 0); strides are
+ * >= 0 and any (0 broadcasts too). batch counts sequences (dense: q's
+ * batch; varlen: varlen.batch), heads the query heads, seq_q and seq_k
+ * the longest sequence's (dense: q's and k's seqlen); sequence b's query i
+ * and key j are (b, h, i, j), counted from the sequence's own first row.
+ *   bias  dtype f32, f16 or bf16, added to the logits (after softcap and
+ *         ALiBi, before the mask); -inf hides a key.
+ *   mask  one byte per element, dtype ignored: nonzero attends, 0 hides
+ *         (torch's bool attn_mask; Ascend's atten_mask is its negation),
+ *         combined with causal and the window by AND. Each call first
+ *         reads the mask once and sorts every (q-block, kv-block) tile into
+ *         hidden, visible and mixed: hidden tiles are never computed,
+ *         visible ones skip the per-element mask.
+ * A row whose keys are all hidden gets O = 0, LSE = -inf (or the sink).
+ * flashattn_fwd and flashattn_bwd take them (the backward does not compute
+ * a bias gradient); flashattn_decode does not (FLASHATTN_ERR_UNSUPPORTED).
+ */
+typedef struct flashattn_scores {
+    const void *data;
+    flashattn_dtype dtype;
+    int64_t batch, heads, seq_q, seq_k;
+    int64_t stride_batch, stride_head, stride_q, stride_k;
+} flashattn_scores;
 
 /*
  * Score modifiers, as FlashAttention-2 (softcap, ALiBi) and gpt-oss /

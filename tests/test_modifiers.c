@@ -17,6 +17,7 @@
 #include "api/backward.h"
 #include "api/decode.h"
 #include "api/forward.h"
+#include "core/dtype.h"
 #include "reference/attn_bwd_f64.h"
 #include "reference/attn_bwd_std_f32.h"
 #include "reference/attn_f64.h"
@@ -36,19 +37,68 @@ typedef struct {
     int alibi;  /* 0 off, 1 per head, 2 per (batch, head) */
     int sinks;
     int tiles;  /* 1: block_m 32, block_n 64 (else automatic) */
+    int bias;   /* 0 off, 1 [b, h, sq, sk] of the case's dtype, 2 [1, 1, sq, sk] f32, 3 [b, 1, 1, sk] bf16 */
+    int mask;   /* 0 off, 1 random with hidden rows and tiles, 2 key padding [b, 1, 1, sk], 3 documents [1, 1, sq, sk] */
 } mcase;
 
 typedef struct {
     float slopes[64], sinks[16];
+    flashattn_scores bias, mask;
+    void *bias_mem;
+    uint8_t *mask_mem;
 } mods;
+
+/* The bias and mask arrays of a case. */
+static void score_arrays(const mcase *c, mods *m, uint64_t *rng) {
+    m->bias_mem = NULL, m->mask_mem = NULL;
+    const int64_t sq = c->sq, sk = c->sk, n = c->b * c->hq * sq * sk + 1;
+    if (c->bias) {
+        const flashattn_dtype dt = c->bias == 1 ? c->dt : c->bias == 2 ? FLASHATTN_F32 : FLASHATTN_BF16;
+        const size_t es = flashattn_dtype_size(dt);
+        m->bias_mem = malloc((size_t)n * es);
+        for (int64_t x = 0; x < n; x++) {
+            const float v = (float)tt_rand_normal(rng);
+            if (dt == FLASHATTN_F32) ((float *)m->bias_mem)[x] = v;
+            else if (dt == FLASHATTN_F16) ((uint16_t *)m->bias_mem)[x] = fa_f32_to_f16(v);
+            else ((uint16_t *)m->bias_mem)[x] = fa_f32_to_bf16(v);
+        }
+        flashattn_scores t = {m->bias_mem, dt, c->b, c->hq, sq, sk, c->hq * sq * sk, sq * sk, sk, 1};
+        if (c->bias == 2) t.batch = t.heads = 1, t.stride_batch = t.stride_head = 0;
+        if (c->bias == 3) t.heads = t.seq_q = 1, t.stride_batch = sk, t.stride_head = 7, t.stride_q = 0;
+        m->bias = t;
+    }
+    if (c->mask) {
+        m->mask_mem = malloc((size_t)n);
+        /* [b, h, sq, sk], padded: the key stride is 1, the query stride sk + 3 */
+        const int64_t lq = sk + 3;
+        flashattn_scores t = {m->mask_mem, FLASHATTN_F32, c->b, c->hq, sq, sk, c->hq * sq * lq, sq * lq, lq, 1};
+        free(m->mask_mem);
+        m->mask_mem = malloc((size_t)(c->b * c->hq * sq * lq + 1));
+        t.data = m->mask_mem;
+        for (int64_t b = 0; b < c->b; b++)
+            for (int64_t h = 0; h < c->hq; h++)
+                for (int64_t i = 0; i < sq; i++)
+                    for (int64_t j = 0; j < sk; j++) {
+                        uint8_t v = 1;
+                        if (c->mask == 1) /* hidden: row 3, keys 64..127, and a random 30% */
+                            v = i != 3 && (j < 64 || j >= 128) && tt_rand_u64(rng) % 10 >= 3;
+                        if (c->mask == 2) v = j < sk - 7 * b - 3;
+                        if (c->mask == 3) v = i * 4 / (sq ? sq : 1) == j * 4 / (sk ? sk : 1);
+                        m->mask_mem[((b * c->hq + h) * sq + i) * lq + j] = v;
+                    }
+        if (c->mask == 2) t.heads = t.seq_q = 1, t.stride_head = t.stride_q = 0;
+        if (c->mask == 3) t.batch = t.heads = 1;
+        m->mask = t;
+    }
+}
 
 static void describe(const mcase *c, char *buf, size_t n) {
     snprintf(buf, n,
              "b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d align=%d win=(%lld,%lld) %s "
-             "softcap=%g alibi=%d sinks=%d tiles=%d",
+             "softcap=%g alibi=%d sinks=%d tiles=%d bias=%d mask=%d",
              (long long)c->b, (long long)c->sq, (long long)c->sk, (long long)c->hq, (long long)c->hkv,
              (long long)c->d, c->causal, c->align, (long long)c->wl, (long long)c->wr, dtn(c->dt),
-             (double)c->softcap, c->alibi, c->sinks, c->tiles);
+             (double)c->softcap, c->alibi, c->sinks, c->tiles, c->bias, c->mask);
 }
 
 static flashattn_params params_of(const mcase *c, mods *m, uint64_t *rng) {
@@ -61,6 +111,9 @@ static flashattn_params params_of(const mcase *c, mods *m, uint64_t *rng) {
     for (int x = 0; x < 16; x++) m->sinks[x] = (float)(tt_rand_normal(rng) * 2.0);
     if (c->alibi) p.alibi_slopes = m->slopes, p.alibi_batch_stride = c->alibi == 2 ? c->hq : 0;
     if (c->sinks) p.sinks = m->sinks;
+    score_arrays(c, m, rng);
+    if (c->bias) p.bias = &m->bias;
+    if (c->mask) p.mask = &m->mask;
     return p;
 }
 
@@ -166,6 +219,7 @@ static void run_case(const mcase *c, uint64_t seed) {
     }
     for (int x = 0; x < 3; x++) free(g[x]), free(plain[x]);
     free(ref), free(rlse);
+    free(m.bias_mem), free(m.mask_mem);
     tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&dout);
 }
 
@@ -194,6 +248,66 @@ static void sweep(void) {
         c.tiles = i % 3 == 0;
         run_case(&c, 500 + (uint64_t)i);
     }
+    /* bias and masks: alone, with the others, every dtype */
+    for (int i = 0; i < 32; i++) {
+        mcase c;
+        memset(&c, 0, sizeof c);
+        c.b = 2;
+        c.sq = seqs[(i + 1) % 8][0] + 40, c.sk = seqs[(i + 1) % 8][1] + 60;
+        c.hq = heads[i % 3][0], c.hkv = heads[i % 3][1];
+        c.d = dims[(i / 2) % 4];
+        const int64_t *mk = masks[i % 5];
+        c.causal = (int)mk[0], c.align = (int)mk[1], c.wl = mk[2], c.wr = mk[3];
+        c.dt = (flashattn_dtype)(i / 3 % 3);
+        c.bias = i % 4 == 0 ? 0 : 1 + i % 3;
+        c.mask = i % 4 == 1 ? 0 : 1 + i / 4 % 3;
+        c.softcap = i % 8 == 3 ? 10.0f : 0.0f;
+        c.alibi = i % 8 == 5;
+        c.sinks = i % 8 == 7;
+        c.tiles = i % 2;
+        run_case(&c, 900 + (uint64_t)i);
+    }
+}
+
+/* A boolean mask equal to causal gives the built-in causal's bits (same
+ * tiles): the hidden tiles are skipped, and in the others the hidden keys
+ * are -inf, which add exact zeros to every sum. */
+static void mask_as_causal(void) {
+    const int64_t b = 1, sq = 200, sk = 260, hq = 2, d = 64;
+    uint64_t rng = 17;
+    tt_tensor q = tt_alloc(FLASHATTN_F32, b, sq, hq, d, 1, 0), k = tt_alloc(FLASHATTN_F32, b, sk, hq, d, 1, 0);
+    tt_tensor v = tt_alloc(FLASHATTN_F32, b, sk, hq, d, 1, 0), dout = tt_alloc(FLASHATTN_F32, b, sq, hq, d, 1, 0);
+    tt_fill_normal(&q, &rng, 1.0), tt_fill_normal(&k, &rng, 1.0), tt_fill_normal(&v, &rng, 1.0);
+    tt_fill_normal(&dout, &rng, 1.0);
+    uint8_t *mm = malloc((size_t)(sq * sk));
+    for (int64_t i = 0; i < sq; i++)
+        for (int64_t j = 0; j < sk; j++) mm[i * sk + j] = j <= i + sk - sq;
+    const flashattn_scores mask = {mm, FLASHATTN_F32, 1, 1, sq, sk, 0, 0, sk, 1};
+    const fa_kernels *isas[8];
+    const int n = tt_isas(isas, 8);
+    for (int t = 0; t < n; t++) {
+        tt_tensor o[2], dq[2], dk[2], dv[2];
+        float lse[2][2 * 200];
+        for (int w = 0; w < 2; w++) {
+            flashattn_params p = flashattn_params_default();
+            p.block_m = 32, p.block_n = 64, p.deterministic = 1;
+            if (w) p.mask = &mask; else p.causal = 1;
+            o[w] = tt_alloc(FLASHATTN_F32, b, sq, hq, d, 1, 0), dq[w] = tt_alloc(FLASHATTN_F32, b, sq, hq, d, 1, 0);
+            dk[w] = tt_alloc(FLASHATTN_F32, b, sk, hq, d, 1, 0), dv[w] = tt_alloc(FLASHATTN_F32, b, sk, hq, d, 1, 0);
+            TT_CHECK(fa_fwd_ex(&q.t, &k.t, &v.t, &o[w].t, lse[w], &p, NULL, 0, isas[t]) == FLASHATTN_OK &&
+                         fa_bwd_ex(&q.t, &k.t, &v.t, &o[w].t, &dout.t, lse[w], &dq[w].t, &dk[w].t, &dv[w].t,
+                                   &p, NULL, 0, isas[t]) == FLASHATTN_OK,
+                     "[%s] mask as causal: status", isas[t]->isa);
+        }
+        TT_CHECK(!memcmp(o[0].mem, o[1].mem, o[0].bytes) && !memcmp(lse[0], lse[1], sizeof lse[0]),
+                 "[%s] a causal boolean mask's O/LSE differ from causal's", isas[t]->isa);
+        TT_CHECK(!memcmp(dq[0].mem, dq[1].mem, dq[0].bytes) && !memcmp(dk[0].mem, dk[1].mem, dk[0].bytes) &&
+                     !memcmp(dv[0].mem, dv[1].mem, dv[0].bytes),
+                 "[%s] a causal boolean mask's gradients differ from causal's", isas[t]->isa);
+        for (int w = 0; w < 2; w++) tt_free(&o[w]), tt_free(&dq[w]), tt_free(&dk[w]), tt_free(&dv[w]);
+    }
+    free(mm);
+    tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&dout);
 }
 
 /* Decode over a full cache: the cache is the dense K and V. */
@@ -271,6 +385,7 @@ static void errors(void) {
 int main(void) {
     errors();
     sweep();
+    mask_as_causal();
     decode();
     return tt_finish("test_modifiers");
 }

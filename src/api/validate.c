@@ -107,6 +107,39 @@ static flashattn_status check_varlen(const flashattn_varlen *vl, int decode,
     return FLASHATTN_OK;
 }
 
+/* A bias or mask array against the problem (batch, heads_q, seq_q, seq_k
+ * filled): each dimension the problem's or 1, strides >= 0, its extent
+ * within 64 bits. */
+static flashattn_status check_scores(const flashattn_scores *t, const char *name, int is_bias,
+                                     const fa_problem *pb) {
+    const int64_t want[4] = {pb->batch, pb->heads_q, pb->seq_q, pb->seq_k};
+    const int64_t dims[4] = {t->batch, t->heads, t->seq_q, t->seq_k};
+    const int64_t strides[4] = {t->stride_batch, t->stride_head, t->stride_q, t->stride_k};
+    static const char *dim_name[4] = {"batch", "heads", "seq_q", "seq_k"};
+    if (is_bias && !fa_dtype_valid(t->dtype))
+        return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "%s.dtype is %d, not a flashattn_dtype", name, (int)t->dtype);
+    int64_t last = 0;
+    int empty = 0;
+    for (int x = 0; x < 4; x++) {
+        if (dims[x] != want[x] && dims[x] != 1)
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "%s.%s is %lld: must be %lld or 1", name,
+                           dim_name[x], (long long)dims[x], (long long)want[x]);
+        if (strides[x] < 0)
+            return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "%s: strides must be >= 0", name);
+        int64_t term;
+        if (want[x] == 0) empty = 1;
+        if (dims[x] > 0 && (__builtin_mul_overflow(dims[x] - 1, strides[x], &term) ||
+                            __builtin_add_overflow(last, term, &last)))
+            return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: its extent overflows 64 bits", name);
+    }
+    size_t bytes;
+    if ((uint64_t)last >= SIZE_MAX / 8 ||
+        !fa_mul_size((size_t)last + 1, is_bias ? (size_t)fa_dtype_bytes(t->dtype) : 1, &bytes))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: its byte size overflows size_t", name);
+    if (!t->data && !empty) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "%s.data is NULL", name);
+    return FLASHATTN_OK;
+}
+
 /* Softcap, ALiBi and sinks (params already read): checked, then set in pb
  * (its batch and heads_q filled). */
 static flashattn_status check_modifiers(const flashattn_params *p, fa_problem *pb) {
@@ -132,6 +165,16 @@ static flashattn_status check_modifiers(const flashattn_params *p, fa_problem *p
     pb->alibi = p->alibi_slopes;
     pb->alibi_stride = p->alibi_batch_stride;
     pb->sinks = p->sinks;
+    return FLASHATTN_OK;
+}
+
+/* Bias and mask (forward and backward only; seq_q and seq_k filled). */
+static flashattn_status check_score_arrays(const flashattn_params *p, fa_problem *pb) {
+    flashattn_status s;
+    if (p->bias && (s = check_scores(p->bias, "params.bias", 1, pb))) return s;
+    if (p->mask && (s = check_scores(p->mask, "params.mask", 0, pb))) return s;
+    pb->bias = p->bias;
+    pb->mask = p->mask;
     return FLASHATTN_OK;
 }
 
@@ -421,6 +464,9 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     if (p->num_splits < 0 || p->num_splits > FLASHATTN_MAX_SPLITS)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.num_splits is %d: must be 0..%d",
                        p->num_splits, FLASHATTN_MAX_SPLITS);
+    if (p->bias || p->mask)
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
+                       "params.bias and params.mask: flashattn_decode does not take them");
     dp->rot_q_step = p->causal || p->window_left >= 0 || p->window_right >= 0;
     if ((s = check_seqlens(dp, capacity, c->k.batch, c))) return s;
 
@@ -525,7 +571,7 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     if (pb->left > pb->seq_q + pb->seq_k) pb->left = -1;
     if (pb->right > pb->seq_q + pb->seq_k) pb->right = -1;
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
-    return FLASHATTN_OK;
+    return check_score_arrays(p, pb);
 }
 
 static int same_shape(const flashattn_tensor *a, const flashattn_tensor *b) {

@@ -54,6 +54,7 @@ typedef struct fa_problem {
     const float *alibi;
     int64_t alibi_stride;
     const float *sinks;
+    const flashattn_scores *bias, *mask; /* validated; NULL: off */
 } fa_problem;
 
 /* One sequence: its lengths, where its rows lie, which keys each query sees. */

@@ -24,6 +24,7 @@
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "driver/pack.h"
+#include "driver/score_tiles.h"
 
 #define FA_LOG2E 1.44269504088896340736
 
@@ -190,6 +191,8 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
     const int64_t groups = f->batch * f->heads_kv;
     const int64_t qblocks = plan->qblocks, kvblocks = plan->kvblocks, bn = plan->block_n;
     if (groups == 0) return;
+    const int64_t tslices = fa_score_tile_slices(f);
+    uint8_t *tiles = tslices ? (uint8_t *)fa_region_at(&plan->ws, base, FA_BWD_WS_TILES, 0) : NULL;
 
 #pragma omp parallel num_threads(plan->threads)
     {
@@ -203,6 +206,10 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
 #pragma omp for schedule(dynamic) nowait
             for (int64_t h = 0; h < f->heads_q; h++) sink_grad(pb, kern, h, row);
         }
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < tslices * qblocks; it++)
+            fa_score_tiles_row(f, it / qblocks, it % qblocks, plan->block_m, bn, qblocks, kvblocks, tiles);
+        /* implicit barrier: the mask's tiles are sorted */
         for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
             const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0
                                                                     : plan->groups_per_pass;
@@ -229,7 +236,7 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
                 for (int64_t kb = c; kb * bn < seq.seq_k; kb += step) {
                     const int64_t j0 = kb * bn, j1 = j0 + bn < seq.seq_k ? j0 + bn : seq.seq_k;
                     fa_bwd_kvblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
-                                   plan->deterministic ? (int)c : 0, j0, j1, tw);
+                                   plan->deterministic ? (int)c : 0, j0, j1, tw, tiles);
                 }
             }
             /* implicit barrier: every dQ contribution of the pass is in */

@@ -19,7 +19,7 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
  * tile area (plan->thread). */
 void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                     const fa_seq *seq, int64_t hk, void *gbase, int slot, int64_t j0, int64_t j1,
-                    void *tw);
+                    void *tw, const uint8_t *tiles);
 
 /* Parts of a group's area (see plan/tiles_bwd.h). */
 static inline void *fa_bwd_head(const fa_bwd_plan *plan, void *gbase, int64_t hi) {

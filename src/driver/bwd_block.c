@@ -101,7 +101,8 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
  * operands, which stream from L3, was tried: no gain measurable here, and
  * the prefetch loops stalled on fill buffers.) */
 static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
-                 const fa_seq *seq, const kv_item *t, const q_tile *q) {
+                 const fa_seq *seq, const kv_item *t, const q_tile *q, const fa_scores *scores,
+                 int tile) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
     const int64_t lt = plan->tile_ld, da = d + 1;
@@ -131,11 +132,11 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     /* The score stage; only tiles that cut some query's visible range need
      * the mask. The softcap wants each query's lse2 (row d of its panel;
      * the dot route has them already). */
-    const fa_scores sc = fa_scores_of(f, seq, q->h);
+    const fa_scores sc = *scores;
     if (sc.cap2 != 0.0f && !plan->bf16_dot)
         for (int64_t c = 0; c < m; c++) t->cols[c] = q->qt[(i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr];
     const int full = fa_mask_block_full(&seq->mask, i0, i1, t->j0, t->j1);
-    fa_score_tile_t(&sc, st, lt, keys, i0, m, t->j0, full, t->cols, t->dcap);
+    fa_score_tile_t(&sc, st, lt, keys, i0, m, t->j0, full, tile, t->cols, t->dcap);
     for (int r = 0; r < keys; r++) {
         float *p = st + r * lt, *ds = dpt + r * lt;
         /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
@@ -196,7 +197,7 @@ static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, const fa_seq
 
 void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                     const fa_seq *seq, int64_t hk, void *gbase, int slot, int64_t j0, int64_t j1,
-                    void *tw) {
+                    void *tw, const uint8_t *tiles) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
     const int64_t b = seq->kb, k0 = seq->k0;
@@ -240,11 +241,16 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
      * with the query); rows inside it that see none are masked tile by tile. */
     int64_t ia, ie;
     fa_mask_rows_seeing(&seq->mask, seq->seq_q, j0, j1, &ia, &ie);
-    for (int64_t hi = 0; ia < ie && hi < f->group; hi++)
+    for (int64_t hi = 0; ia < ie && hi < f->group; hi++) {
+        const fa_scores sc = fa_scores_of_tiles(f, seq, hk * f->group + hi, tiles, plan->qblocks,
+                                                plan->kvblocks);
         for (int64_t qb = ia / bm; qb * bm < ie; qb++) {
+            const int tile = fa_score_tile(&sc, qb, j0 / bn);
+            if (tile == FA_TILE_HIDDEN) continue; /* the mask hides the whole tile */
             const q_tile q = tile_at(plan, f, seq, gbase, slot, hk, hi, qb);
-            step(pb, plan, kern, seq, &t, &q);
+            step(pb, plan, kern, seq, &t, &q, &sc, tile);
         }
+    }
     if (plan->bf16_dot) kern->gemm_bf16_done();
 
     const fa_store_fn store = plan->stream_dkv ? kern->store_stream : kern->store;

@@ -12,6 +12,7 @@
 
 #include "core/threads.h"
 #include "driver/pack.h"
+#include "driver/score_tiles.h"
 
 #define FA_PACK_CHUNK 512 /* keys per packing work item */
 
@@ -23,10 +24,17 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
     const int64_t chunk = (FA_PACK_CHUNK + kern->nr - 1) / kern->nr * kern->nr;
     const int64_t nchunks = (pb->seq_k + chunk - 1) / chunk;
     if (groups == 0 || pb->seq_q == 0) return;
+    const int64_t kvblocks = (pb->seq_k + plan->block_n - 1) / plan->block_n;
+    const int64_t tslices = fa_score_tile_slices(pb);
+    uint8_t *tiles = tslices ? (uint8_t *)fa_region_at(&plan->ws, base, FA_FWD_WS_TILES, 0) : NULL;
 
 #pragma omp parallel num_threads(plan->threads)
     {
         void *tw = fa_region_at(&plan->ws, base, FA_FWD_WS_THREADS, (size_t)fa_thread_id());
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < tslices * qblocks; it++)
+            fa_score_tiles_row(pb, it / qblocks, it % qblocks, bm, plan->block_n, qblocks, kvblocks, tiles);
+        /* implicit barrier: the mask's tiles are sorted */
         for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
             const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0
                                                                     : plan->groups_per_pass;
@@ -62,7 +70,8 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
                 const int64_t i1 = i0 + bm < seq.seq_q ? i0 + bm : seq.seq_q;
                 if (i0 >= i1) continue;
                 fa_fwd_block(pb, plan, kern, &seq, h, i0, i1,
-                             fa_region_at(&plan->ws, base, FA_FWD_WS_GROUPS, (size_t)(g - g0)), tw);
+                             fa_region_at(&plan->ws, base, FA_FWD_WS_GROUPS, (size_t)(g - g0)), tw,
+                             tiles);
             }
         }
     }

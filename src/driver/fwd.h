@@ -12,6 +12,7 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
  * the packed K and V of its kv-head (group, the area of plan->group).
  * tw is the thread's tile area (plan->thread). */
 void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
-                  const fa_seq *seq, int64_t h, int64_t i0, int64_t i1, void *group, void *tw);
+                  const fa_seq *seq, int64_t h, int64_t i0, int64_t i1, void *group, void *tw,
+                  const uint8_t *tiles);
 
 #endif

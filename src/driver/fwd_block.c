@@ -55,9 +55,11 @@ typedef struct {
     uint16_t *q16, *p16; /* dot route: Q's bf16 rows (in q's room), P as bf16 */
     const float *kp, *vp;
     /* per strip, for the current kv-block: its column count, and whether
-     * the block is its first (it then overwrites acc) */
+     * the block is its first (it then overwrites acc); and whether any
+     * block has been computed for it yet */
     int32_t *cols;
-    uint8_t *first;
+    uint8_t *first, *started;
+    int tile; /* the boolean mask's state of the current tile (FA_TILE_*) */
 } fwd_qblock;
 
 FA_INLINE int strip_rows(const fwd_qblock *t, int s) {
@@ -87,12 +89,11 @@ FA_INLINE void load_q(fwd_qblock *t, const int dot) {
  * recomputations cost as much as the softmax); returns the largest. */
 FA_INLINE int64_t plan_strips(fwd_qblock *t, int64_t j0, int64_t j1) {
     const fa_mask *mask = &t->seq->mask;
-    const int64_t bn = t->plan->block_n;
     int64_t most = 0;
     for (int s = 0; s < t->strips; s++) {
         const int64_t r0 = t->i0 + s * t->kern->mr, r1 = r0 + strip_rows(t, s);
         t->cols[s] = (int32_t)fa_mask_strip_cols(mask, r0, r1, j0, j1, FA_EXP2_SUM_GRAIN);
-        t->first[s] = j0 == fa_mask_lo(mask, r0) / bn * bn;
+        t->first[s] = !t->started[s];
         if (t->cols[s] > most) most = t->cols[s];
     }
     return most;
@@ -135,7 +136,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
         const int full = fa_mask_block_full(&t->seq->mask, i, i + mm, j0, j0 + ncols);
         float bmax[FA_MAX_MR];
         for (int r = r0; r < r0 + mm; r++) {
-            fa_score_row(&t->sc, t->s + r * bn, t->i0 + r, j0, ncols, full);
+            fa_score_row(&t->sc, t->s + r * bn, t->i0 + r, j0, ncols, full, t->tile);
             bmax[r - r0] = kern->row_max(t->s + r * bn, ncols);
         }
         for (int r = r0; r < r0 + mm; r++) {
@@ -192,27 +193,33 @@ FA_INLINE void block(fwd_qblock *t, const int dot) {
     const int64_t j_lo = fa_mask_lo(mask, t->i0), j_end = fa_mask_end(mask, t->i0 + t->m - 1);
     for (int64_t j0 = j_lo / bn * bn; j0 < j_end; j0 += bn) {
         const int64_t j1 = j0 + bn < seq_k ? j0 + bn : seq_k;
+        t->tile = fa_score_tile(&t->sc, t->i0 / t->plan->block_m, j0 / bn);
+        if (t->tile == FA_TILE_HIDDEN) continue; /* the mask hides the whole tile */
         const int64_t most = plan_strips(t, j0, j1);
         qk(t, j0, most, dot);
         softmax_strips(t, j0, dot);
         pv(t, j0, dot);
+        for (int s = 0; s < t->strips; s++) t->started[s] |= t->cols[s] > 0;
     }
     if (dot) t->kern->gemm_bf16_done();
     finalize_rows(t);
 }
 
 void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
-                  const fa_seq *seq, int64_t h, int64_t i0, int64_t i1, void *group, void *tw) {
+                  const fa_seq *seq, int64_t h, int64_t i0, int64_t i1, void *group, void *tw,
+                  const uint8_t *tiles) {
     /* at most one strip per row: block_m <= FA_MAX_BLOCK */
     int32_t cols[FA_MAX_BLOCK];
-    uint8_t first[FA_MAX_BLOCK];
+    uint8_t first[FA_MAX_BLOCK], started[FA_MAX_BLOCK];
     fwd_qblock t;
-    t.cols = cols, t.first = first;
+    t.cols = cols, t.first = first, t.started = started;
     t.pb = pb, t.plan = plan, t.kern = kern, t.seq = seq;
     t.h = h, t.i0 = i0;
-    t.sc = fa_scores_of(pb, seq, h);
+    const int64_t bm = plan->block_m, bn = plan->block_n;
+    t.sc = fa_scores_of_tiles(pb, seq, h, tiles, (pb->seq_q + bm - 1) / bm, (pb->seq_k + bn - 1) / bn);
     t.m = (int)(i1 - i0);
     t.strips = (t.m + kern->mr - 1) / kern->mr;
+    memset(started, 0, (size_t)t.strips);
     t.q = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_Q, 0);
     t.s = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_S, 0);
     t.acc = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0);

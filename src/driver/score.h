@@ -27,22 +27,88 @@
 
 #include <math.h>
 
+#include "core/dtype.h"
 #include "core/mask.h"
 #include "core/problem.h"
+
+/* A bias or mask array's (sequence, head) slice: element (i, j) at
+ * base + i * sq + j * sk (elements; 0 on broadcast dimensions). */
+typedef struct fa_score_slice {
+    const char *base;
+    int64_t sq, sk;
+} fa_score_slice;
+
+/* The slice of t for sequence b, query head h, and its index among the
+ * slices the array holds (broadcast dimensions count once). */
+static inline fa_score_slice fa_score_slice_of(const flashattn_scores *t, size_t elem, int64_t b,
+                                               int64_t h, int64_t *index) {
+    const int64_t tb = t->batch > 1 ? b : 0, th = t->heads > 1 ? h : 0;
+    fa_score_slice s;
+    s.base = (const char *)t->data + (size_t)(tb * t->stride_batch + th * t->stride_head) * elem;
+    s.sq = t->seq_q > 1 ? t->stride_q : 0;
+    s.sk = t->seq_k > 1 ? t->stride_k : 0;
+    if (index) *index = tb * t->heads + th;
+    return s;
+}
+
+/* Tiles of a boolean mask, summarised once per call (driver/score_tiles.c). */
+enum { FA_TILE_HIDDEN = 0, FA_TILE_OPEN = 1, FA_TILE_MIXED = 2 };
 
 /* The score stage of one (sequence, query head). */
 typedef struct fa_scores {
     const fa_mask *mask;
     float cap2;   /* softcap in base 2; 0: off */
     float slope2; /* ALiBi slope in base 2; 0: off */
+    fa_score_slice bias, bmask;
+    flashattn_dtype bias_dt;
+    int has_bias, has_mask;
+    const uint8_t *tiles; /* the mask's tile states of this slice, or NULL */
+    int64_t tiles_kb;     /* kv-blocks per q-block row of tiles */
 } fa_scores;
 
-static inline fa_scores fa_scores_of(const fa_problem *pb, const fa_seq *s, int64_t h) {
+/* tiles: the call's summary (FA_TILE_*, [mask slices][qblocks][kvblocks]),
+ * or NULL. */
+static inline fa_scores fa_scores_of_tiles(const fa_problem *pb, const fa_seq *s, int64_t h,
+                                           const uint8_t *tiles, int64_t qblocks, int64_t kvblocks) {
     fa_scores sc;
     sc.mask = &s->mask;
     sc.cap2 = pb->softcap2;
     sc.slope2 = pb->alibi ? pb->alibi[s->idx * pb->alibi_stride + h] * 1.4426950408889634f : 0.0f;
+    sc.has_bias = pb->bias != NULL, sc.has_mask = pb->mask != NULL;
+    sc.bias_dt = sc.has_bias ? pb->bias->dtype : FLASHATTN_F32;
+    if (sc.has_bias) sc.bias = fa_score_slice_of(pb->bias, (size_t)fa_dtype_bytes(sc.bias_dt), s->idx, h, NULL);
+    int64_t slice = 0;
+    if (sc.has_mask) sc.bmask = fa_score_slice_of(pb->mask, 1, s->idx, h, &slice);
+    sc.tiles = tiles && sc.has_mask ? tiles + slice * qblocks * kvblocks : NULL;
+    sc.tiles_kb = kvblocks;
     return sc;
+}
+
+static inline fa_scores fa_scores_of(const fa_problem *pb, const fa_seq *s, int64_t h) {
+    return fa_scores_of_tiles(pb, s, h, NULL, 0, 0);
+}
+
+/* The mask's state of tile (qb, kb); MIXED without a summary. */
+static inline int fa_score_tile(const fa_scores *sc, int64_t qb, int64_t kb) {
+    return sc->tiles ? sc->tiles[qb * sc->tiles_kb + kb] : FA_TILE_MIXED;
+}
+
+/* Bias (base 2) and boolean mask on n scores of query i from key j0, in
+ * place; elementwise = 0 skips the mask (a tile it leaves open). */
+static inline void fa_score_arrays(const fa_scores *sc, float *x, int64_t stride, int64_t i, int64_t j0,
+                                   int64_t n, int elementwise) {
+    if (sc->has_bias) {
+        const size_t es = (size_t)fa_dtype_bytes(sc->bias_dt);
+        const char *row = sc->bias.base + (size_t)(i * sc->bias.sq) * es;
+        for (int64_t j = 0; j < n; j++)
+            x[j * stride] += fa_widen(row + (size_t)((j0 + j) * sc->bias.sk) * es, sc->bias_dt, 0) *
+                             1.4426950408889634f;
+    }
+    if (sc->has_mask && elementwise) {
+        const uint8_t *row = (const uint8_t *)sc->bmask.base + i * sc->bmask.sq;
+        for (int64_t j = 0; j < n; j++)
+            if (!row[(j0 + j) * sc->bmask.sk]) x[j * stride] = -INFINITY;
+    }
 }
 
 /* ALiBi's term for query i, key j. */
@@ -51,15 +117,17 @@ static inline float fa_alibi2(const fa_scores *sc, int64_t i, int64_t j) {
     return -sc->slope2 * (float)(dist < 0 ? -dist : dist);
 }
 
-/* One row of scores: keys [j0, j0 + n) of query i. */
+/* One row of scores: keys [j0, j0 + n) of query i; tile: the boolean
+ * mask's state there (FA_TILE_MIXED without a summary). */
 static inline void fa_score_row(const fa_scores *sc, float *row, int64_t i, int64_t j0, int64_t n,
-                                int full) {
+                                int full, int tile) {
     if (sc->cap2 != 0.0f) {
         const float cap = sc->cap2, inv = 1.0f / sc->cap2;
         for (int64_t j = 0; j < n; j++) row[j] = cap * tanhf(row[j] * inv);
     }
     if (sc->slope2 != 0.0f)
         for (int64_t j = 0; j < n; j++) row[j] += fa_alibi2(sc, i, j0 + j);
+    fa_score_arrays(sc, row, 1, i, j0, n, tile == FA_TILE_MIXED);
     if (!full) fa_mask_row(sc->mask, row, i, j0, n);
 }
 
@@ -68,7 +136,7 @@ static inline void fa_score_row(const fa_scores *sc, float *row, int64_t i, int6
  * base-2 LSE of column c and dcap receives 1 - tanh^2 of each element
  * (same layout as st). */
 static inline void fa_score_tile_t(const fa_scores *sc, float *st, int64_t ld, int keys, int64_t i0,
-                                   int64_t rows, int64_t j0, int full, const float *lse2,
+                                   int64_t rows, int64_t j0, int full, int tile, const float *lse2,
                                    float *dcap) {
     if (sc->cap2 != 0.0f) {
         const float cap = sc->cap2, inv = 1.0f / sc->cap2;
@@ -87,6 +155,9 @@ static inline void fa_score_tile_t(const fa_scores *sc, float *st, int64_t ld, i
     if (sc->slope2 != 0.0f)
         for (int r = 0; r < keys; r++)
             for (int64_t c = 0; c < rows; c++) st[r * ld + c] += fa_alibi2(sc, i0 + c, j0 + r);
+    if (sc->has_bias || sc->has_mask) /* query c's scores run down column c */
+        for (int64_t c = 0; c < rows; c++)
+            fa_score_arrays(sc, st + c, ld, i0 + c, j0, keys, tile == FA_TILE_MIXED);
     if (!full) fa_mask_tile_t(sc->mask, st, ld, keys, i0, rows, j0);
 }
 

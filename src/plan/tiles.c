@@ -179,6 +179,13 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     fa_layout_init(&plan->ws, "fwd workspace");
     fa_layout_array(&plan->ws, FA_FWD_WS_GROUPS, "groups", (size_t)per_pass, group_bytes);
     fa_layout_array(&plan->ws, FA_FWD_WS_THREADS, "threads", (size_t)plan->threads, plan->thread.size);
+    const size_t qb = (size_t)((pb->seq_q + plan->block_m - 1) / plan->block_m);
+    const size_t kb = (size_t)((pb->seq_k + plan->block_n - 1) / plan->block_n);
+    size_t tiles = 0;
+    if (pb->mask && (!fa_mul_size((size_t)(pb->mask->batch * pb->mask->heads), qb, &tiles) ||
+                     !fa_mul_size(tiles, kb, &tiles)))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "mask tile summary overflows size_t");
+    fa_layout_array(&plan->ws, FA_FWD_WS_TILES, "mask tiles", 1, tiles);
     if (plan->ws.overflow) return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
     plan->workspace_bytes = fa_layout_workspace_bytes(&plan->ws);
     return FLASHATTN_OK;

@@ -35,8 +35,10 @@ typedef struct fa_fwd_plan {
     size_t workspace_bytes;   /* ws, plus alignment slack */
 } fa_fwd_plan;
 
-/* The workspace: groups_per_pass group areas, then one tile area a thread. */
-enum { FA_FWD_WS_GROUPS, FA_FWD_WS_THREADS };
+/* The workspace: groups_per_pass group areas, one tile area a thread, and
+ * the boolean mask's tile summary (driver/score_tiles.h; empty without a
+ * mask): [mask slices][ceil(seq_q / block_m)][ceil(seq_k / block_n)] bytes. */
+enum { FA_FWD_WS_GROUPS, FA_FWD_WS_THREADS, FA_FWD_WS_TILES };
 /* A group's area: K as [ceil(seq_k / nr)][head_dim][nr] floats (the K
  * panels, fa_pack_k), V as column panels of [seq_k][w] floats (fa_pack_v);
  * on the bf16 dot-product route their pairs, in the same room. */

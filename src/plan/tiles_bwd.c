@@ -177,6 +177,11 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     fa_layout_init(&plan->ws, "bwd workspace");
     fa_layout_array(&plan->ws, FA_BWD_WS_GROUPS, "groups", (size_t)per_pass, group_bytes);
     fa_layout_array(&plan->ws, FA_BWD_WS_THREADS, "threads", (size_t)plan->threads, t->size);
+    size_t tiles = 0;
+    if (pb->mask && (!fa_mul_size((size_t)(pb->mask->batch * pb->mask->heads), (size_t)plan->qblocks, &tiles) ||
+                     !fa_mul_size(tiles, (size_t)plan->kvblocks, &tiles)))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "mask tile summary overflows size_t");
+    fa_layout_array(&plan->ws, FA_BWD_WS_TILES, "mask tiles", 1, tiles);
     if (t->overflow || plan->ws.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
     plan->workspace_bytes = fa_layout_workspace_bytes(&plan->ws);

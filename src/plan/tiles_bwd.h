@@ -53,8 +53,10 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
                              const flashattn_params *p, const fa_kernels *kern,
                              fa_bwd_plan *plan);
 
-/* The workspace: groups_per_pass group areas, then one tile area a thread. */
-enum { FA_BWD_WS_GROUPS, FA_BWD_WS_THREADS };
+/* The workspace: groups_per_pass group areas, one tile area a thread, and
+ * the boolean mask's tile summary of block_m x block_n tiles (empty
+ * without a mask: see plan/tiles.h). */
+enum { FA_BWD_WS_GROUPS, FA_BWD_WS_THREADS, FA_BWD_WS_TILES };
 
 /* A group's area: its packed query heads (group of them), the dQ^T
  * accumulators (slots x group of them, slot-major: [slot][head], each

@@ -39,7 +39,7 @@ static int softmax_row(const fa_problem *pb, const flashattn_params *p, double s
         pr[j] = fa_ref_score(pb, p, b, h, i, j, acc * scale, &dcap[j]);
         if (pr[j] > mx) mx = pr[j];
     }
-    if (end <= lo) return 0;
+    if (end <= lo || mx == -INFINITY) return 0; /* -inf: every key hidden, no sink */
     if (p->sinks) sum += exp(fa_ref_sink(p, h) - mx);
     for (int64_t j = lo; j < end; j++) sum += (pr[j] = exp(pr[j] - mx));
     for (int64_t j = lo; j < end; j++) pr[j] /= sum;

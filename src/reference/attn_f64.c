@@ -69,7 +69,7 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
                 if (sink > mx) mx = sink;
                 if (sink != -INFINITY) sum += exp(sink - mx);
                 for (int64_t c = 0; c < d; c++) orow[c] = 0.0;
-                for (int64_t j = lo; j < end; j++) {
+                for (int64_t j = lo; j < end && mx != -INFINITY; j++) { /* -inf: every key hidden */
                     const double pj = exp(sc[j] - mx), *vr = vd + fa_widened_at(v, b, j, hk, 0);
                     sum += pj;
                     for (int64_t c = 0; c < d; c++) orow[c] += pj * vr[c];

@@ -56,6 +56,7 @@ flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn
                 if (sink > mx) mx = sink;
                 if (sink != -INFINITY) sum += expf(sink - mx);
                 for (int64_t c = 0; c < D; c++) o[c] = 0.0f;
+                if (mx == -INFINITY) end = lo; /* every key hidden */
                 for (int64_t j = lo; j < end; j++) {
                     s[j] = expf(s[j] - mx);
                     sum += s[j];
