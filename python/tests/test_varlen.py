@@ -217,3 +217,28 @@ def test_bad_shapes():
     o, lse = flashattn.attention_varlen(q, k, v, cu_q, cu_k, return_lse=True)
     with pytest.raises(ValueError, match=r"lse must have shape \(4, 7\) \(nheads, total_q\)"):
         flashattn.attention_varlen_backward(o, q, k, v, o, lse.T, cu_q, cu_k)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("with_lse", [False, True])
+def test_few_query_rows(with_lse, dtype):
+    """Few rows a kv-head: the forward runs as a decode against k and v."""
+    q, k, v, cu_q, cu_k = make([(1, 50), (1, 3), (0, 7), (2, 90), (1, 0)], dtype, heads=(8, 2),
+                               dim=64, seed=9)
+    got = flashattn.attention_varlen(q, k, v, cu_q, cu_k, return_lse=with_lse, causal=True)
+    o, lse = got if with_lse else (got, None)
+    check_forward(o, lse, q, k, v, cu_q, cu_k, causal=True)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_thread_counts_give_identical_bits(threads):
+    q, k, v, cu_q, cu_k = make(LONG + MIX, np.float32, seed=10)
+    dout = np.random.default_rng(11).standard_normal(q.shape).astype(np.float32)
+    runs = []
+    for n in (1, threads):
+        o, lse = flashattn.attention_varlen(q, k, v, cu_q, cu_k, causal=True, return_lse=True,
+                                            num_threads=n)
+        g = flashattn.attention_varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, causal=True,
+                                                deterministic=True, num_threads=n)
+        runs.append((o, lse) + g)
+    assert all(np.array_equal(a, b) for a, b in zip(*runs))

@@ -240,3 +240,21 @@ def test_bad_rotary_tables():
     with pytest.raises(ValueError, match="max_seqlen_q goes with cu_seqlens_q"):
         flashattn.attention_with_kvcache(c.q[None], c.k_cache[:1], c.v_cache[:1],
                                          max_seqlen_q=7)
+
+
+def test_packed_queries_split_keys():
+    """Long caches split across threads: every split count gives the
+    reference's result."""
+    c = Case(lens_q=(1, 3, 0, 2), lens=(577, 1, 300, 0), capacity=600, heads=(8, 1), dim=64,
+             append=True, seed=6)
+    k_cache, v_cache = c.k_cache.copy(), c.v_cache.copy()
+    results = []
+    for n in (1, 2, 7):
+        c.k_cache[:], c.v_cache[:] = k_cache, v_cache
+        results.append(flashattn.attention_with_kvcache(
+            c.q, c.k_cache, c.v_cache, c.k, c.v, cache_seqlens=c.lens, cu_seqlens_q=c.cu,
+            num_splits=n, causal=True, return_lse=True))
+    c.k_cache[:], c.v_cache[:] = k_cache, v_cache
+    _, _, seqs = c.expected()
+    for o, lse in results:
+        check_sequences(o, lse, seqs, causal=True)
