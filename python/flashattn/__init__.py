@@ -1,6 +1,8 @@
 """flashattn: exact FlashAttention on CPUs.
 
-NumPy: attention, attention_backward, attention_with_kvcache, merge.
+NumPy: attention, attention_backward, attention_varlen, attention_varlen_backward,
+attention_with_kvcache, merge; unpad_input and pad_input (flashattn.padding,
+NumPy arrays or torch tensors).
 PyTorch (optional): flash_attn_func and its siblings, with FlashAttention-2's
 names, arguments and layouts; they are imported from
 flashattn.flash_attn_interface on first use, so this package imports without
@@ -10,13 +12,17 @@ torch.
 from ._lib import (BadArgumentError, Error, LibraryError, OutOfMemoryError,
                    UnsupportedError, lib as _clib)
 from ._lib import release_workspace
-from .numpy_api import attention, attention_backward, attention_with_kvcache, merge
+from .numpy_api import (attention, attention_backward, attention_varlen,
+                        attention_varlen_backward, attention_with_kvcache, merge)
+from .padding import pad_input, unpad_input
 
 _TORCH_NAMES = (
     "flash_attn_func",
     "flash_attn_qkvpacked_func",
     "flash_attn_kvpacked_func",
     "flash_attn_varlen_func",
+    "flash_attn_varlen_kvpacked_func",
+    "flash_attn_varlen_qkvpacked_func",
     "flash_attn_with_kvcache",
 )
 
@@ -41,6 +47,7 @@ def __getattr__(name):
     raise AttributeError("module 'flashattn' has no attribute %r" % name)
 
 
-__all__ = ["attention", "attention_backward", "attention_with_kvcache", "merge", "isa",
+__all__ = ["attention", "attention_backward", "attention_varlen", "attention_varlen_backward",
+           "attention_with_kvcache", "merge", "unpad_input", "pad_input", "isa",
            "release_workspace", "Error",
            "BadArgumentError", "OutOfMemoryError", "UnsupportedError", "LibraryError"]

@@ -54,6 +54,19 @@ class Params(ctypes.Structure):
         ("deterministic", ctypes.c_int),
         ("reserved_flags", ctypes.c_uint32),
         ("num_splits", ctypes.c_int),
+        ("varlen", ctypes.c_void_p),  # const flashattn_varlen *; NULL: a dense batch
+    ]
+
+
+class Varlen(ctypes.Structure):
+    """flashattn_varlen: packed sequences (cu_seqlens), pointed to by
+    Params.varlen. Every pointer is an int32 array's address."""
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("batch", c_int64),
+        ("cu_seqlens_q", ctypes.c_void_p),  # [batch + 1]
+        ("cu_seqlens_k", ctypes.c_void_p),  # [batch + 1]; NULL in flashattn_decode
+        ("seqused_k", ctypes.c_void_p),     # [batch] or NULL
     ]
 
 
@@ -67,6 +80,13 @@ class KVCache(ctypes.Structure):
         ("max_pages_per_seq", c_int64),
         ("seqlens_i32", ctypes.c_void_p),
         ("seqlens_i64", ctypes.c_void_p),
+        ("batch_idx", ctypes.c_void_p),     # int32 [batch] or NULL
+        ("leftpad", ctypes.c_void_p),       # int32 [batch] or NULL
+        ("rotary_cos", ctypes.c_void_p),    # float32 [rotary_len, rotary_dim / 2] or NULL
+        ("rotary_sin", ctypes.c_void_p),
+        ("rotary_len", c_int64),
+        ("rotary_dim", c_int64),
+        ("rotary_interleaved", ctypes.c_int),
     ]
 
 
@@ -147,6 +167,7 @@ for _name, _restype, _argtypes in [
     ("flashattn_decode_workspace_size", ctypes.c_int,
      [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
     ("flashattn_kv_cache_init", None, [ctypes.c_void_p]),
+    ("flashattn_varlen_init", None, [ctypes.c_void_p]),
     ("flashattn_merge", ctypes.c_int, [c_int64, _T, _P(_P(ctypes.c_float)), _T,
                                        _P(ctypes.c_float), _P(Params)]),
 ]:
@@ -179,12 +200,16 @@ def _by_address(name, pointers, sized):
     return ctypes.CFUNCTYPE(ctypes.c_int, *args)((name, lib))
 
 
+# Every argument must be declared: an extra one is passed with C's default
+# conversions (a Python int as a 32-bit int), so a size_t workspace_bytes
+# left undeclared arrives with garbage in its upper half.
 fwd_at = _by_address("flashattn_fwd", 7, True)
 fwd_workspace_size_at = _by_address("flashattn_fwd_workspace_size", 7, False)
 bwd_at = _by_address("flashattn_bwd", 11, True)
 bwd_workspace_size_at = _by_address("flashattn_bwd_workspace_size", 11, False)
-decode_at = _by_address("flashattn_decode", 7, True)
-decode_workspace_size_at = _by_address("flashattn_decode_workspace_size", 7, False)
+# (q, cache, k_new, v_new, o, lse, params: 7 pointers, then the workspace)
+decode_at = _by_address("flashattn_decode", 8, True)
+decode_workspace_size_at = _by_address("flashattn_decode_workspace_size", 8, False)
 
 
 def has(symbol):
@@ -364,18 +389,56 @@ def _kv_cache_slot():
     return slot
 
 
-def decode(pack, q, k_cache, v_cache, k_new, v_new, out, lse, seqlens, block_table, params):
+def with_varlen(params, batch, cu_seqlens_q, cu_seqlens_k=None, seqused_k=None):
+    """A copy of params whose varlen points at a flashattn_varlen of
+    `batch` packed sequences; the others are the addresses of int32 arrays
+    (cu_seqlens_k None in flashattn_decode, seqused_k None when not given).
+    The copy keeps its flashattn_varlen alive; the caller keeps the arrays."""
+    require("flashattn_varlen_init", "variable-length (cu_seqlens) batches")
+    v = _initialised(Varlen, lib.flashattn_varlen_init)
+    if v.struct_size != ctypes.sizeof(Varlen):
+        raise LibraryError("flashattn: the C library's flashattn_varlen is %d bytes, this "
+                           "binding's %d: reinstall the package"
+                           % (v.struct_size, ctypes.sizeof(Varlen)))
+    v.batch = batch
+    v.cu_seqlens_q, v.cu_seqlens_k, v.seqused_k = cu_seqlens_q, cu_seqlens_k, seqused_k
+    p = Params.from_buffer_copy(params)
+    p.varlen = ctypes.addressof(v)
+    p.varlen_struct = v  # (a Python attribute: lives as long as p)
+    return p
+
+
+def bad_shape(message):
+    """The BadArgumentError the library would raise for shapes that
+    disagree, for the ones the front ends catch themselves (array lengths
+    the library cannot see)."""
+    err = BadArgumentError(message + " (%s)" % lib.flashattn_strerror(ERR_BAD_SHAPE).decode())
+    err.status = ERR_BAD_SHAPE
+    return err
+
+
+def decode(pack, q, k_cache, v_cache, k_new, v_new, out, lse, seqlens, block_table, params,
+           batch_idx=None, leftpad=None, rotary=None):
     """flashattn_decode on a front end's arrays: pack(buf, offset, x) writes
     the flashattn_tensor of x into buf at offset. k_new, v_new: arrays or
     None; lse: an address or None; seqlens: (address, is_int64);
     block_table: (address, max_pages_per_seq), or None for a contiguous
-    cache."""
+    cache; batch_idx, leftpad: int32 addresses or None; rotary: (cos, sin
+    addresses of float32 [rotary_len, rotary_dim / 2], rotary_len,
+    rotary_dim, interleaved) or None."""
     require("flashattn_decode", "attention against a KV cache")
     cache, cache_at = _kv_cache_slot()
     pack(cache, KVCache.k.offset, k_cache)
     pack(cache, KVCache.v.offset, v_cache)
     cache.seqlens_i64, cache.seqlens_i32 = (seqlens[0], None) if seqlens[1] else (None, seqlens[0])
     cache.block_table, cache.max_pages_per_seq = (None, 0) if block_table is None else block_table
+    cache.batch_idx, cache.leftpad = batch_idx, leftpad
+    if rotary is None:
+        cache.rotary_cos = cache.rotary_sin = None
+        cache.rotary_len = cache.rotary_dim = cache.rotary_interleaved = 0
+    else:
+        (cache.rotary_cos, cache.rotary_sin, cache.rotary_len, cache.rotary_dim,
+         cache.rotary_interleaved) = rotary
     if k_new is None:
         (q_at, out_at), new = descriptors(pack, q, out), (None, None)
     else:

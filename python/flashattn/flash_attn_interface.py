@@ -12,18 +12,24 @@ Differences from flash_attn, besides running on the CPU:
   - return_attn_probs returns (out, softmax_lse, None): the attention
     probabilities S are never materialised (flash_attn too returns them
     only for testing, with dropout);
-  - options the library lacks (dropout_p > 0, alibi_slopes, softcap != 0,
-    varlen; in flash_attn_with_kvcache rotary_cos/sin, cache_batch_idx,
-    cache_leftpad) raise NotImplementedError, never ignored.
+  - the varlen functions also take seqused_k (keys used per sequence), and
+    flash_attn_with_kvcache takes FlashAttention-3's cu_seqlens_q and
+    max_seqlen_q (packed queries, each sequence its own count);
+  - options the library lacks (dropout_p > 0, alibi_slopes, softcap != 0;
+    in flash_attn_with_kvcache rotary embeddings together with a nonzero
+    cache_leftpad, new keys packed unlike the queries) raise
+    NotImplementedError, never ignored.
 The library uses torch.get_num_threads() threads, as torch's own CPU ops do.
 """
 
 import ctypes
 
+import numpy as np
 import torch
 
-from . import _lib
+from . import _lib, numpy_api
 from ._lib import ALIGN_BOTTOM_RIGHT
+from .padding import pad_input, unpad_input  # noqa: F401 (flash_attn.bert_padding's, re-exported)
 from .torch_tensors import in_place, index_tensor, pack, readable
 
 __all__ = [
@@ -31,7 +37,11 @@ __all__ = [
     "flash_attn_qkvpacked_func",
     "flash_attn_kvpacked_func",
     "flash_attn_varlen_func",
+    "flash_attn_varlen_kvpacked_func",
+    "flash_attn_varlen_qkvpacked_func",
     "flash_attn_with_kvcache",
+    "unpad_input",
+    "pad_input",
 ]
 
 
@@ -210,14 +220,248 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
     return _result(out, lse, return_attn_probs)
 
 
+# ---- packed variable-length batches (cu_seqlens) ----------------------------
+
+def _int32_array(t, name, ndim=1):
+    """An int32 index tensor (converted if its values fit) as the NumPy
+    array over the same memory, for numpy_api's checks and addresses."""
+    return index_tensor(t, name, ndim, [torch.int32]).numpy()
+
+
+def _varlen(params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k=None):
+    """The call's Params with its flashattn_varlen, after the checks the
+    library cannot make (array lengths, max_seqlen), and the int32 arrays
+    it points at (to keep alive as long as the Params is used)."""
+    keep = (_int32_array(cu_seqlens_q, "cu_seqlens_q"), _int32_array(cu_seqlens_k, "cu_seqlens_k"),
+            None if seqused_k is None else _int32_array(seqused_k, "seqused_k"))
+    batch, cu_q, cu_k, used = numpy_api._varlen_setup(*keep, max_seqlen_q, max_seqlen_k)
+    params = _lib.with_varlen(params, batch, cu_q.ctypes.data, cu_k.ctypes.data,
+                              None if used is None else used.ctypes.data)
+    return params, (cu_q, cu_k, used)
+
+
+def _packed(t, name):
+    """A readable packed (total, nheads, headdim) tensor as its 4-D view
+    (1, total, nheads, headdim), the layout the library reads."""
+    return readable(t, name, ndim=3).unsqueeze(0)
+
+
+def _varlen_forward(q, k, v, params, want_lse=True):
+    """out (total_q, nheads, headdim) and softmax_lse (nheads, total_q) for
+    4-D views of packed q, k, v and a Params with varlen."""
+    out, lse = _forward(q, k, v, params, want_lse)
+    return out[0], None if lse is None else lse[0]
+
+
+def _varlen_backward(q, k, v, out, dout, lse, dq, dk, dv, params):
+    _backward(q, k, v, out.unsqueeze(0), dout.unsqueeze(0), lse, dq.unsqueeze(0),
+              dk.unsqueeze(0), dv.unsqueeze(0), params)
+
+
+class _FlashAttnVarlenFunc(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, params, keep):
+        q, k, v = _packed(q, "q"), _packed(k, "k"), _packed(v, "v")
+        out, lse = _varlen_forward(q, k, v, params)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.params, ctx.keep = params, keep
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = (torch.empty_like(x[0]) for x in (q, k, v))
+        _varlen_backward(q, k, v, out, dout, lse, dq, dk, dv, ctx.params)
+        return dq, dk, dv, None, None
+
+
+class _FlashAttnVarlenQKVPackedFunc(torch.autograd.Function):
+    """qkv (total, 3, nheads, headdim), read and differentiated in place."""
+
+    @staticmethod
+    def forward(ctx, qkv, params, keep):
+        qkv = readable(qkv, "qkv", ndim=4)
+        out, lse = _varlen_forward(*(x.unsqueeze(0) for x in qkv.unbind(1)), params)
+        ctx.save_for_backward(qkv, out, lse)
+        ctx.params, ctx.keep = params, keep
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        qkv, out, lse = ctx.saved_tensors
+        dqkv = torch.empty_like(qkv)
+        _varlen_backward(*(x.unsqueeze(0) for x in qkv.unbind(1)), out, dout, lse,
+                         *dqkv.unbind(1), ctx.params)
+        return dqkv, None, None
+
+
+class _FlashAttnVarlenKVPackedFunc(torch.autograd.Function):
+    """kv (total_k, 2, nheads_k, headdim), read and differentiated in place."""
+
+    @staticmethod
+    def forward(ctx, q, kv, params, keep):
+        q, kv = _packed(q, "q"), readable(kv, "kv", ndim=4)
+        out, lse = _varlen_forward(q, *(x.unsqueeze(0) for x in kv.unbind(1)), params)
+        ctx.save_for_backward(q, kv, out, lse)
+        ctx.params, ctx.keep = params, keep
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, kv, out, lse = ctx.saved_tensors
+        dq, dkv = torch.empty_like(q[0]), torch.empty_like(kv)
+        _varlen_backward(q, *(x.unsqueeze(0) for x in kv.unbind(1)), out, dout, lse, dq,
+                         *dkv.unbind(1), ctx.params)
+        return dq, dkv, None, None
+
+
+class _NoBackward(torch.autograd.Function):
+    """Passes a result through; its gradient raises (the paged varlen
+    call, as in FlashAttention-2, has no backward)."""
+
+    @staticmethod
+    def forward(ctx, out, *inputs):
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("flashattn: flash_attn_varlen_func with block_table (a paged "
+                                  "KV cache) has no backward pass, as in FlashAttention-2")
+
+
+def _paged_varlen(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                  block_table, seqused_k, params, want_lse):
+    """flash_attn_varlen_func with block_table: packed queries against a
+    paged cache, sequence b's keys its first cu_seqlens_k[b + 1] -
+    cu_seqlens_k[b] rows (seqused_k[b] when given); nothing appended."""
+    _lib.require("flashattn_decode", "flash_attn_varlen_func with block_table")
+    q = _packed(q, "q")
+    k_cache, v_cache = readable(k_cache, "k_cache"), readable(v_cache, "v_cache")
+    cu_q = numpy_api._cu_seqlens(_int32_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q")
+    batch = cu_q.shape[0] - 1
+    if seqused_k is not None:
+        lens = numpy_api._per_sequence(_int32_array(seqused_k, "seqused_k"), "seqused_k", batch)
+    elif cu_seqlens_k is not None:
+        cu_k = _int32_array(cu_seqlens_k, "cu_seqlens_k")
+        lens = numpy_api._lengths(numpy_api._cu_seqlens(cu_k, "cu_seqlens_k", batch))
+        lens = lens.astype(np.int32)
+    else:
+        raise ValueError("give cu_seqlens_k or seqused_k: the key length of each sequence")
+    numpy_api._check_max_seqlen(max_seqlen_q, numpy_api._lengths(cu_q), "max_seqlen_q")
+    numpy_api._check_max_seqlen(max_seqlen_k, lens, "max_seqlen_k")
+    table = _int32_array(block_table, "block_table", 2)
+    if table.shape[0] != batch:
+        raise _lib.bad_shape("block_table has %d rows for %d sequences" % (table.shape[0], batch))
+    params = _lib.with_varlen(params, batch, cu_q.ctypes.data)
+    out = torch.empty(q.shape[1:3] + v_cache.shape[3:], dtype=q.dtype)
+    lse = torch.empty((q.shape[2], q.shape[1]), dtype=torch.float32) if want_lse else None
+    _lib.decode(pack, q, k_cache, v_cache, None, None, out.unsqueeze(0),
+                None if lse is None else lse.data_ptr(), (lens.ctypes.data, False),
+                (table.ctypes.data, table.shape[1]), params)
+    return out, lse
+
+
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            dropout_p=0.0, softmax_scale=None, causal=False,
                            window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, block_table=None):
-    """Packed variable-length batches (cu_seqlens): not available yet."""
-    raise NotImplementedError(
-        "flashattn: flash_attn_varlen_func is not supported yet: the C library has no "
-        "variable-length (cu_seqlens) attention; call flash_attn_func per sequence")
+                           deterministic=False, return_attn_probs=False, block_table=None,
+                           seqused_k=None):
+    """Packed variable-length batches. q: (total_q, nheads, headdim), k, v:
+    (total_k, nheads_k, headdim), the sequences one after another;
+    cu_seqlens_q, cu_seqlens_k (batch + 1,) int32: sequence b has the
+    queries cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 and the keys
+    cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1 (only the first seqused_k[b]
+    when seqused_k (batch,) is given; dk, dv are 0 past them). Each
+    sequence is attended to as by flash_attn_func alone: causal and window
+    aligned to its own lengths. max_seqlen_q, max_seqlen_k: at least the
+    longest sequence's (smaller raises).
+    block_table (batch, max_blocks_per_seq) int32: k and v are then a paged
+    cache (num_blocks, page_block_size, nheads_k, headdim) and sequence b's
+    keys its first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows (or
+    seqused_k[b]); forward only.
+    Returns out (total_q, nheads, headdim), or with return_attn_probs
+    (out, softmax_lse (nheads, total_q) float32, None).
+    """
+    _unsupported(dropout_p, softcap, alibi_slopes)
+    params = _params(softmax_scale, causal, window_size, deterministic)
+    if block_table is not None:
+        out, lse = _paged_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                 max_seqlen_k, block_table, seqused_k, params, return_attn_probs)
+        if not _no_grad(q, k, v):
+            out = _NoBackward.apply(out, q, k, v)
+        return _result(out, lse, return_attn_probs)
+    params, keep = _varlen(params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           seqused_k)
+    if _no_grad(q, k, v):
+        out, lse = _varlen_forward(_packed(q, "q"), _packed(k, "k"), _packed(v, "v"), params,
+                                   want_lse=return_attn_probs)
+    else:
+        out, lse = _FlashAttnVarlenFunc.apply(q, k, v, params, keep)
+    return _result(out, lse, return_attn_probs)
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
+                                     softmax_scale=None, causal=False, window_size=(-1, -1),
+                                     softcap=0.0, alibi_slopes=None, deterministic=False,
+                                     return_attn_probs=False):
+    """qkv: (total, 3, nheads, headdim); cu_seqlens (batch + 1,) int32 for
+    queries and keys alike. Otherwise as flash_attn_varlen_func."""
+    _unsupported(dropout_p, softcap, alibi_slopes)
+    params = _params(softmax_scale, causal, window_size, deterministic)
+    params, keep = _varlen(params, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
+    if _no_grad(qkv):
+        qkv = readable(qkv, "qkv", ndim=4)
+        out, lse = _varlen_forward(*(x.unsqueeze(0) for x in qkv.unbind(1)), params,
+                                   want_lse=return_attn_probs)
+    else:
+        out, lse = _FlashAttnVarlenQKVPackedFunc.apply(qkv, params, keep)
+    return _result(out, lse, return_attn_probs)
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                    max_seqlen_k, dropout_p=0.0, softmax_scale=None,
+                                    causal=False, window_size=(-1, -1), softcap=0.0,
+                                    alibi_slopes=None, deterministic=False,
+                                    return_attn_probs=False):
+    """q: (total_q, nheads, headdim); kv: (total_k, 2, nheads_k, headdim).
+    Otherwise as flash_attn_varlen_func."""
+    _unsupported(dropout_p, softcap, alibi_slopes)
+    params = _params(softmax_scale, causal, window_size, deterministic)
+    params, keep = _varlen(params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    if _no_grad(q, kv):
+        kv = readable(kv, "kv", ndim=4)
+        out, lse = _varlen_forward(_packed(q, "q"), *(x.unsqueeze(0) for x in kv.unbind(1)),
+                                   params, want_lse=return_attn_probs)
+    else:
+        out, lse = _FlashAttnVarlenKVPackedFunc.apply(q, kv, params, keep)
+    return _result(out, lse, return_attn_probs)
+
+
+# ---- KV cache ---------------------------------------------------------------
+
+def _rotary_tables(rotary_cos, rotary_sin, interleaved, k, leftpad):
+    """decode's rotary argument and the float32 tables it points at."""
+    if rotary_cos is None and rotary_sin is None:
+        return None, ()
+    if k is None:
+        raise ValueError("flashattn: rotary_cos/rotary_sin rotate the new keys and q: give k "
+                         "and v too (as FlashAttention-2 requires)")
+    if leftpad is not None and leftpad.any():
+        # FlashAttention-2 rotates at absolute cache rows (cache_seqlens + j);
+        # the C library counts positions from each sequence's first key
+        # (cache_seqlens - cache_leftpad + j). Refused rather than silently
+        # different until the two agree.
+        raise NotImplementedError(
+            "flashattn: rotary embeddings with a nonzero cache_leftpad are not supported: "
+            "the C library counts rotary positions from each sequence's first key, "
+            "FlashAttention-2 from cache row 0")
+    if not isinstance(rotary_cos, torch.Tensor) or not isinstance(rotary_sin, torch.Tensor):
+        raise ValueError("give both rotary_cos and rotary_sin as tensors, or neither")
+    return numpy_api._rotary(rotary_cos.detach().to(torch.float32).numpy(),
+                             rotary_sin.detach().to(torch.float32).numpy(), interleaved)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
@@ -225,10 +469,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_leftpad=None, block_table=None, softmax_scale=None,
                             causal=False, window_size=(-1, -1), softcap=0.0,
                             rotary_interleaved=True, alibi_slopes=None, num_splits=0,
-                            return_softmax_lse=False):
+                            return_softmax_lse=False, *, cu_seqlens_q=None, max_seqlen_q=None,
+                            cu_seqlens_k_new=None):
     """Inference decode against a KV cache (no autograd, as in flash_attn).
 
-    q: (batch, seqlen_q, nheads, headdim). k_cache, v_cache: (batch,
+    q: (batch, seqlen_q, nheads, headdim). k_cache, v_cache: (batch_cache,
     seqlen_cache, nheads_k, headdim), or with block_table (batch,
     max_blocks_per_seq) int32 a paged pool (num_blocks, page_block_size,
     nheads_k, headdim). cache_seqlens: int or (batch,) int32/int64, the
@@ -237,18 +482,27 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_seqlens onward before the attention, which then covers them;
     cache_seqlens is not updated. causal and window_size are aligned to each
     sequence's own length. num_splits: 0 automatic, 1 no split.
+    cache_batch_idx (batch,) int32: the cache entry of each sequence
+    (contiguous caches). cache_leftpad (batch,) int32: the cache row each
+    sequence's keys start at. rotary_cos, rotary_sin (seqlen_ro,
+    rotary_dim / 2), with k and v: rotary embedding of k at positions
+    cache_seqlens, cache_seqlens + 1, ... and of q at the same positions
+    when causal or local, else all of q at cache_seqlens;
+    rotary_interleaved pairs dimensions (0, 1), (2, 3)..., else (i,
+    i + rotary_dim / 2) (GPT-NeoX). Any float dtype (used as float32).
+    cu_seqlens_q (batch + 1,) int32, as FlashAttention-3's: q is packed
+    (total_q, nheads, headdim), k and v (total_q, nheads_k, headdim), each
+    sequence bringing (and appending) its own number of rows; out is then
+    (total_q, nheads, headdim) and softmax_lse (nheads, total_q);
+    max_seqlen_q must then be at least the longest. cu_seqlens_k_new, if
+    given, must equal cu_seqlens_q (new keys packed differently from the
+    queries are not supported).
     Returns out, or (out, softmax_lse) with return_softmax_lse.
     """
     _unsupported(softcap=softcap, alibi_slopes=alibi_slopes)
-    for arg, value, what in [("rotary_cos", rotary_cos, "rotary embeddings"),
-                             ("rotary_sin", rotary_sin, "rotary embeddings"),
-                             ("cache_batch_idx", cache_batch_idx, "cache batch indices"),
-                             ("cache_leftpad", cache_leftpad, "left-padded caches")]:
-        if value is not None:
-            raise NotImplementedError("flashattn: %s is not supported (the C library has no %s "
-                                      "yet); pass %s=None" % (arg, what, arg))
     _lib.require("flashattn_decode", "flash_attn_with_kvcache")
-    q = readable(q, "q")
+    packed = cu_seqlens_q is not None
+    q = readable(q, "q", ndim=3 if packed else 4)
     if (k is None) != (v is None):
         raise ValueError("give both k and v, or neither")
     if k is None:
@@ -256,23 +510,53 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         new = [None, None]
     else:
         k_cache, v_cache = in_place(k_cache, "k_cache"), in_place(v_cache, "v_cache")
-        new = [readable(k, "k"), readable(v, "v")]
+        new = [readable(k, "k", ndim=q.dim()), readable(v, "v", ndim=q.dim())]
+    batch = q.shape[0]
+    if packed:
+        cu_q = numpy_api._cu_seqlens(_int32_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q")
+        batch = cu_q.shape[0] - 1
+        numpy_api._check_max_seqlen(max_seqlen_q, numpy_api._lengths(cu_q), "max_seqlen_q")
+        if cu_seqlens_k_new is not None and not np.array_equal(
+                _int32_array(cu_seqlens_k_new, "cu_seqlens_k_new"), cu_q):
+            raise NotImplementedError("flashattn: cu_seqlens_k_new must equal cu_seqlens_q: "
+                                      "the new keys are packed like the queries")
+        q = q.unsqueeze(0)
+        new = [None if x is None else x.unsqueeze(0) for x in new]
+    elif max_seqlen_q is not None or cu_seqlens_k_new is not None:
+        raise ValueError("max_seqlen_q and cu_seqlens_k_new go with cu_seqlens_q")
     table, capacity = None, k_cache.shape[1]
     if block_table is not None:
         block_table = index_tensor(block_table, "block_table", 2, [torch.int32])
+        if block_table.shape[0] != batch:
+            raise _lib.bad_shape("block_table has %d rows for %d sequences"
+                                 % (block_table.shape[0], batch))
         table = (block_table.data_ptr(), block_table.shape[1])
         capacity *= block_table.shape[1]
     if cache_seqlens is None or isinstance(cache_seqlens, int):
         fill = capacity if cache_seqlens is None else cache_seqlens
-        cache_seqlens = torch.full((q.shape[0],), fill, dtype=torch.int64)
+        cache_seqlens = torch.full((batch,), fill, dtype=torch.int64)
     lens = index_tensor(cache_seqlens, "cache_seqlens", 1, [torch.int32, torch.int64])
-    if lens.shape[0] != q.shape[0]:
+    if lens.shape[0] != batch:
         raise ValueError("cache_seqlens must have one length per batch entry (%d), got %d"
-                         % (q.shape[0], lens.shape[0]))
+                         % (batch, lens.shape[0]))
+    batch_idx, leftpad = (None if t is None else numpy_api._per_sequence(
+        _int32_array(t, name), name, batch) for t, name in
+        [(cache_batch_idx, "cache_batch_idx"), (cache_leftpad, "cache_leftpad")])
+    rotary, _keep = _rotary_tables(rotary_cos, rotary_sin, rotary_interleaved, k, leftpad)
     params = _params(softmax_scale, causal, window_size, False, num_splits)
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32) \
-        if return_softmax_lse else None
-    _lib.decode(pack, q, k_cache, v_cache, *new, out, None if lse is None else lse.data_ptr(),
-                (lens.data_ptr(), lens.dtype == torch.int64), table, params)
+    if packed:
+        params = _lib.with_varlen(params, batch, cu_q.ctypes.data)
+        out = torch.empty(q.shape[1:], dtype=q.dtype)
+        lse = torch.empty((q.shape[2], q.shape[1]), dtype=torch.float32) \
+            if return_softmax_lse else None
+        out_view = out.unsqueeze(0)
+    else:
+        out = out_view = torch.empty_like(q, memory_format=torch.contiguous_format)
+        lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32) \
+            if return_softmax_lse else None
+    address = lambda a: None if a is None else a.ctypes.data
+    _lib.decode(pack, q, k_cache, v_cache, *new, out_view,
+                None if lse is None else lse.data_ptr(),
+                (lens.data_ptr(), lens.dtype == torch.int64), table, params,
+                batch_idx=address(batch_idx), leftpad=address(leftpad), rotary=rotary)
     return (out, lse) if return_softmax_lse else out

@@ -33,7 +33,7 @@ def _describable(a):
     for size, stride in zip(a.shape, a.strides):
         if size > 1 and (stride < 0 or stride % a.itemsize):
             return False
-    return a.shape[3] <= 1 or a.strides[3] == a.itemsize
+    return a.shape[-1] <= 1 or a.strides[-1] == a.itemsize
 
 
 def _input(a, name):
@@ -55,6 +55,17 @@ def _input(a, name):
     if not _describable(a):
         a = np.ascontiguousarray(a)
     return a
+
+
+def _packed_input(a, name, ndim=3):
+    """A packed (total, nheads, headdim) array as _input's 4-D view of it,
+    (1, total, nheads, headdim): the layout the library reads packed
+    sequences in."""
+    a = np.asarray(a)
+    if a.ndim != ndim:
+        raise ValueError("%s must have 3 dimensions (total, nheads, headdim), got shape %s"
+                         % (name, a.shape))
+    return _input(a[None], name)
 
 
 def _fields(a):
@@ -104,11 +115,10 @@ def _output(out, shape, dtype, name="out"):
     return out
 
 
-def _lse_input(lse, shape):
+def _lse_input(lse, shape, what="batch, nheads, seqlen_q"):
     lse = np.asarray(lse)
     if lse.shape != shape:
-        raise ValueError("lse must have shape %s (batch, nheads, seqlen_q), got %s"
-                         % (shape, lse.shape))
+        raise ValueError("lse must have shape %s (%s), got %s" % (shape, what, lse.shape))
     return np.ascontiguousarray(lse, dtype=np.float32)
 
 
@@ -214,10 +224,72 @@ def _index_array(a, name, ndim, dtypes):
     return converted
 
 
+_INT32 = [np.dtype(np.int32)]
+
+
+def _lengths(cu):
+    """Sequence lengths (int64) of a cu_seqlens array."""
+    return np.diff(cu.astype(np.int64))
+
+
+def _check_max_seqlen(max_seqlen, lengths, name):
+    """A max_seqlen the caller gave (None: not checked) against the real
+    longest sequence: smaller would mean the caller's buffers or plans were
+    sized for less than the call computes."""
+    if max_seqlen is None:
+        return
+    longest = int(lengths.max(initial=0))
+    if _lib._int_arg(max_seqlen, name) < longest:
+        raise _lib.bad_shape("%s is %d, but the longest sequence has %d rows"
+                             % (name, max_seqlen, longest))
+
+
+def _cu_seqlens(cu, name, batch=None):
+    """cu_seqlens as a contiguous int32 array of batch + 1 offsets. Their
+    values (start at 0, never decrease, end at the tensor's total) are
+    checked by the library, which cannot see the array's length."""
+    cu = _index_array(cu, name, 1, _INT32)
+    if cu.shape[0] < 1:
+        raise ValueError("%s must hold batch + 1 offsets, at least [0]" % name)
+    if batch is not None and cu.shape[0] != batch + 1:
+        raise _lib.bad_shape("%s has %d offsets, cu_seqlens_q %d: both must hold batch + 1"
+                             % (name, cu.shape[0], batch + 1))
+    return cu
+
+
+def _per_sequence(a, name, batch, dtypes=_INT32):
+    """An optional int32 array with one value per sequence."""
+    if a is None:
+        return None
+    a = _index_array(a, name, 1, dtypes)
+    if a.shape[0] != batch:
+        raise _lib.bad_shape("%s has %d values for %d sequences" % (name, a.shape[0], batch))
+    return a
+
+
+def _rotary(rotary_cos, rotary_sin, interleaved):
+    """The cache's rotary tables: (cos, sin, the float32 contiguous arrays
+    to keep alive) as decode's `rotary` argument, or None."""
+    if rotary_cos is None and rotary_sin is None:
+        return None, ()
+    if rotary_cos is None or rotary_sin is None:
+        raise ValueError("give both rotary_cos and rotary_sin, or neither")
+    cos = np.ascontiguousarray(rotary_cos, np.float32)
+    sin = np.ascontiguousarray(rotary_sin, np.float32)
+    if cos.ndim != 2 or cos.shape != sin.shape:
+        raise ValueError("rotary_cos and rotary_sin must both be (seqlen_ro, rotary_dim / 2), "
+                         "got %s and %s" % (cos.shape, sin.shape))
+    return (cos.ctypes.data, sin.ctypes.data, cos.shape[0], 2 * cos.shape[1],
+            1 if interleaved else 0), (cos, sin)
+
+
 def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None,
                            block_table=None, causal=False, softmax_scale=None,
                            window_size=(-1, -1), align="bottom-right", return_lse=False,
-                           num_splits=0, num_threads=0, *, out=None, block_n=0):
+                           num_splits=0, num_threads=0, *, out=None, block_n=0,
+                           rotary_cos=None, rotary_sin=None, rotary_interleaved=True,
+                           cache_batch_idx=None, cache_leftpad=None, cu_seqlens_q=None,
+                           max_seqlen_q=None):
     """Attention of q against a KV cache (inference decode), as
     flash_attn_with_kvcache.
 
@@ -232,11 +304,30 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
     cache_seqlens[b] + seqlen_new rows, with causal and window aligned to
     each sequence's own length. num_splits: parts each sequence's keys are
     split into across threads (0: automatic).
+
+    cu_seqlens_q (batch + 1,) packs the queries by sequence instead, as
+    FlashAttention-3's flash_attn_with_kvcache: q (total_q, nheads,
+    headdim), k and v (total_q, nheads_k, headdim), sequence b bringing
+    (and appending) its own cu_seqlens_q[b + 1] - cu_seqlens_q[b] rows;
+    out is then (total_q, nheads, headdim) and lse (nheads, total_q).
+    max_seqlen_q, when given, must be at least the longest of them.
+    cache_batch_idx (batch,): sequence b uses cache entry cache_batch_idx[b]
+    (contiguous caches). cache_leftpad (batch,): sequence b's keys start at
+    cache row cache_leftpad[b] (its keys are rows cache_leftpad[b] ..
+    cache_seqlens[b] + seqlen_new - 1). rotary_cos, rotary_sin (seqlen_ro,
+    rotary_dim / 2): rotary embedding of q and k before the attention, on
+    their first rotary_dim elements, pairs (0, 1), (2, 3)... with
+    rotary_interleaved, else (i, i + rotary_dim / 2) (GPT-NeoX); k row j of
+    sequence b at position cache_seqlens[b] - cache_leftpad[b] + j, q row i
+    at that position + i when causal or windowed, else every q row at
+    cache_seqlens[b] - cache_leftpad[b] (positions count from the
+    sequence's first key; q is rotated whether or not k is given).
     Returns out (q's shape and dtype), and with return_lse the float32 LSE
     (batch, nheads, seqlen_q).
     """
     _lib.require("flashattn_decode", "attention_with_kvcache")
-    q = _input(q, "q")
+    packed = cu_seqlens_q is not None
+    q = _packed_input(q, "q") if packed else _input(q, "q")
     if (k is None) != (v is None):
         raise ValueError("give both k and v, or neither")
     if k is None:
@@ -244,30 +335,171 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
         new = [None, None]
     else:
         k_cache, v_cache = _inplace(k_cache, "k_cache"), _inplace(v_cache, "v_cache")
-        k, v = _input(k, "k"), _input(v, "v")
+        if packed:
+            k, v = _packed_input(k, "k"), _packed_input(v, "v")
+        else:
+            k, v = _input(k, "k"), _input(v, "v")
         new = [k, v]
+    batch = q.shape[0]
+    if packed:
+        cu_q = _cu_seqlens(cu_seqlens_q, "cu_seqlens_q")
+        batch = cu_q.shape[0] - 1
+        _check_max_seqlen(max_seqlen_q, _lengths(cu_q), "max_seqlen_q")
+    elif max_seqlen_q is not None:
+        raise ValueError("max_seqlen_q goes with cu_seqlens_q")
     table = None
     capacity = k_cache.shape[1]
     if block_table is not None:
-        block_table = _index_array(block_table, "block_table", 2, [np.dtype(np.int32)])
+        block_table = _index_array(block_table, "block_table", 2, _INT32)
+        if block_table.shape[0] != batch:
+            raise _lib.bad_shape("block_table has %d rows for %d sequences"
+                                 % (block_table.shape[0], batch))
         table = (block_table.ctypes.data, block_table.shape[1])
         capacity *= block_table.shape[1]
     if cache_seqlens is None or np.ndim(cache_seqlens) == 0:
         fill = capacity if cache_seqlens is None else int(cache_seqlens)
-        cache_seqlens = np.full(q.shape[0], fill, np.int64)
+        cache_seqlens = np.full(batch, fill, np.int64)
     lens = _index_array(cache_seqlens, "cache_seqlens", 1,
                         [np.dtype(np.int64), np.dtype(np.int32)])
-    if lens.shape[0] != q.shape[0]:
+    if lens.shape[0] != batch:
         raise ValueError("cache_seqlens must have one length per batch entry (%d), got %d"
-                         % (q.shape[0], lens.shape[0]))
+                         % (batch, lens.shape[0]))
+    batch_idx = _per_sequence(cache_batch_idx, "cache_batch_idx", batch)
+    leftpad = _per_sequence(cache_leftpad, "cache_leftpad", batch)
+    rotary, _keep = _rotary(rotary_cos, rotary_sin, rotary_interleaved)
     params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
                          align=_align(align), num_threads=num_threads, block_n=block_n,
                          num_splits=num_splits)
-    o = _output(out, q.shape, q.dtype)
-    lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
-    _lib.decode(pack, q, k_cache, v_cache, *new, o, None if lse is None else lse.ctypes.data,
-                (lens.ctypes.data, lens.dtype == np.int64), table, params)
+    if packed:
+        params = _lib.with_varlen(params, batch, cu_q.ctypes.data)
+        o = _output(out, q.shape[1:], q.dtype)
+        lse = np.empty((q.shape[2], q.shape[1]), np.float32) if return_lse else None
+        o_view = o[None]
+    else:
+        o = o_view = _output(out, q.shape, q.dtype)
+        lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
+    address = lambda a: None if a is None else a.ctypes.data
+    _lib.decode(pack, q, k_cache, v_cache, *new, o_view, address(lse),
+                (lens.ctypes.data, lens.dtype == np.int64), table, params,
+                batch_idx=address(batch_idx), leftpad=address(leftpad), rotary=rotary)
     return (o, lse) if return_lse else o
+
+
+def _varlen_setup(cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k):
+    """The int32 arrays of a packed batch, their lengths checked against
+    each other and against the max_seqlen given: (batch, cu_q, cu_k, used)."""
+    cu_q = _cu_seqlens(cu_seqlens_q, "cu_seqlens_q")
+    batch = cu_q.shape[0] - 1
+    cu_k = _cu_seqlens(cu_seqlens_k, "cu_seqlens_k", batch)
+    used = _per_sequence(seqused_k, "seqused_k", batch)
+    _check_max_seqlen(max_seqlen_q, _lengths(cu_q), "max_seqlen_q")
+    keys = _lengths(cu_k) if used is None else used
+    _check_max_seqlen(max_seqlen_k, keys, "max_seqlen_k")
+    return batch, cu_q, cu_k, used
+
+
+def _paged_varlen(q, k_cache, v_cache, cu_q, lens, block_table, params, return_lse, out):
+    """Packed queries against a paged cache without appending: decode with
+    cu_seqlens_q and the key lengths as cache seqlens (FlashAttention-2's
+    flash_attn_varlen_func with block_table)."""
+    table = _index_array(block_table, "block_table", 2, _INT32)
+    if table.shape[0] != lens.shape[0]:
+        raise _lib.bad_shape("block_table has %d rows for %d sequences"
+                             % (table.shape[0], lens.shape[0]))
+    lens = np.ascontiguousarray(lens, np.int32)
+    params = _lib.with_varlen(params, lens.shape[0], cu_q.ctypes.data)
+    o = _output(out, q.shape[1:3] + v_cache.shape[3:], q.dtype)
+    lse = np.empty((q.shape[2], q.shape[1]), np.float32) if return_lse else None
+    _lib.decode(pack, q, k_cache, v_cache, None, None, o[None],
+                None if lse is None else lse.ctypes.data, (lens.ctypes.data, False),
+                (table.ctypes.data, table.shape[1]), params)
+    return (o, lse) if return_lse else o
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
+                     causal=False, softmax_scale=None, window_size=(-1, -1),
+                     align="bottom-right", return_lse=False, num_threads=0, *, seqused_k=None,
+                     block_table=None, out=None, block_m=0, block_n=0):
+    """attention() over a batch of packed variable-length sequences, as
+    flash_attn_varlen_func: no padding is stored or computed.
+
+    q: (total_q, nheads, headdim), k, v: (total_k, nheads_k, headdim), the
+    sequences one after another; cu_seqlens_q, cu_seqlens_k (batch + 1,)
+    integer offsets: sequence b has queries cu_seqlens_q[b] ..
+    cu_seqlens_q[b + 1] - 1 and keys cu_seqlens_k[b] .. cu_seqlens_k[b + 1]
+    - 1 (only the first seqused_k[b] of them when seqused_k (batch,) is
+    given). Each sequence is computed as attention() would on it alone:
+    causal and window aligned to its own lengths, empty sequences allowed.
+    max_seqlen_q, max_seqlen_k, when given, must be at least the longest
+    sequence's (a smaller one raises).
+    With block_table (batch, max_pages_per_seq), k and v are instead a
+    paged cache (num_pages, page_size, nheads_k, headdim) and sequence b's
+    keys are its first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows (or
+    seqused_k[b]; cu_seqlens_k may then be None); nothing is appended.
+    Returns out (total_q, nheads, headdim) in q's dtype, and with
+    return_lse the float32 LSE (nheads, total_q), FlashAttention-2's
+    varlen layout. Other options as attention().
+    """
+    q = _packed_input(q, "q")
+    params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
+                         align=_align(align), num_threads=num_threads, block_m=block_m,
+                         block_n=block_n)
+    if block_table is not None:
+        _lib.require("flashattn_decode", "attention_varlen with block_table")
+        k, v = _input(k, "k"), _input(v, "v")
+        cu_q = _cu_seqlens(cu_seqlens_q, "cu_seqlens_q")
+        batch = cu_q.shape[0] - 1
+        if cu_seqlens_k is None and seqused_k is None:
+            raise ValueError("give cu_seqlens_k or seqused_k: the key length of each sequence")
+        used = _per_sequence(seqused_k, "seqused_k", batch)
+        lens = used if used is not None else _lengths(
+            _cu_seqlens(cu_seqlens_k, "cu_seqlens_k", batch))
+        _check_max_seqlen(max_seqlen_q, _lengths(cu_q), "max_seqlen_q")
+        _check_max_seqlen(max_seqlen_k, lens, "max_seqlen_k")
+        return _paged_varlen(q, k, v, cu_q, lens, block_table, params, return_lse, out)
+    k, v = _packed_input(k, "k"), _packed_input(v, "v")
+    batch, cu_q, cu_k, used = _varlen_setup(cu_seqlens_q, cu_seqlens_k, seqused_k,
+                                            max_seqlen_q, max_seqlen_k)
+    params = _lib.with_varlen(params, batch, cu_q.ctypes.data, cu_k.ctypes.data,
+                              None if used is None else used.ctypes.data)
+    o = _output(out, q.shape[1:3] + v.shape[3:], q.dtype)
+    lse = np.empty((q.shape[2], q.shape[1]), np.float32) if return_lse else None
+    at = _lib.descriptors(pack, q, k, v, o[None])
+    status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, *at,
+                      None if lse is None else lse.ctypes.data, ctypes.addressof(params))
+    _lib.check(status, "flashattn_fwd")
+    return (o, lse) if return_lse else o
+
+
+def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                              max_seqlen_q=None, max_seqlen_k=None, causal=False,
+                              softmax_scale=None, window_size=(-1, -1), align="bottom-right",
+                              deterministic=False, num_threads=0, *, seqused_k=None, dq=None,
+                              dk=None, dv=None, block_m=0, block_n=0):
+    """Gradients (dq, dk, dv) of attention_varlen() for the upstream
+    gradient dout (total_q, nheads, headdim), given its out and lse
+    (nheads, total_q) and the same arrays and options; as
+    attention_backward() otherwise. dk and dv are 0 on keys past
+    seqused_k. (Paged caches have no backward.)"""
+    _lib.require("flashattn_bwd", "attention_varlen_backward")
+    q, k, v = _packed_input(q, "q"), _packed_input(k, "k"), _packed_input(v, "v")
+    out, dout = _packed_input(out, "out"), _packed_input(dout, "dout")
+    lse = _lse_input(lse, (q.shape[2], q.shape[1]), "nheads, total_q")
+    batch, cu_q, cu_k, used = _varlen_setup(cu_seqlens_q, cu_seqlens_k, seqused_k,
+                                            max_seqlen_q, max_seqlen_k)
+    params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
+                         align=_align(align), num_threads=num_threads,
+                         block_m=block_m, block_n=block_n, deterministic=deterministic)
+    params = _lib.with_varlen(params, batch, cu_q.ctypes.data, cu_k.ctypes.data,
+                              None if used is None else used.ctypes.data)
+    dq = _output(dq, q.shape[1:], q.dtype, "dq")
+    dk = _output(dk, k.shape[1:], k.dtype, "dk")
+    dv = _output(dv, v.shape[1:], v.dtype, "dv")
+    at = _lib.descriptors(pack, q, k, v, out, dout, dq[None], dk[None], dv[None])
+    status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.ctypes.data,
+                      *at[5:], ctypes.addressof(params))
+    _lib.check(status, "flashattn_bwd")
+    return dq, dk, dv
 
 
 def merge(outs, lses, dtype=None, num_threads=0, *, out=None):

@@ -109,3 +109,62 @@ def attention_backward(dout, q, k, v, causal=False, softmax_scale=None, window_s
     dq = a.matmul(ds, a.k) * a.scale
     dk = a.matmul(np.swapaxes(ds, -1, -2), a.q) * a.scale
     return _bshd(dq), _bshd(a.fold(dk)), _bshd(a.fold(dv))
+
+
+# ---- packed sequences, rotary ----------------------------------------------
+
+def sequences(cu_seqlens_q, cu_seqlens_k, seqused_k=None):
+    """(query slice, key slice) of each packed sequence: the keys past
+    seqused_k[b], when given, are not part of it."""
+    out = []
+    for b in range(len(cu_seqlens_q) - 1):
+        k0 = int(cu_seqlens_k[b])
+        n = int(cu_seqlens_k[b + 1]) - k0 if seqused_k is None else int(seqused_k[b])
+        out.append((slice(int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])), slice(k0, k0 + n)))
+    return out
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k=None, dtype=np.float64,
+                     plain=False, **kw):
+    """attention() on each packed sequence alone: O (total_q, heads, dim),
+    LSE (heads, total_q) in `dtype`."""
+    o = np.zeros(q.shape[:2] + v.shape[2:], dtype)
+    lse = np.full((q.shape[1], q.shape[0]), -np.inf, dtype)
+    for qs, ks in sequences(cu_seqlens_q, cu_seqlens_k, seqused_k):
+        if qs.stop > qs.start:
+            ob, lb = attention(q[None, qs], k[None, ks], v[None, ks], dtype=dtype, plain=plain,
+                               **kw)
+            o[qs], lse[:, qs] = ob[0], lb[0]
+    return o, lse
+
+
+def attention_varlen_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k=None,
+                              dtype=np.float64, plain=False, out=None, **kw):
+    """attention_backward() on each packed sequence alone: dq (total_q, ..),
+    dk, dv (total_k, ..), zero on keys no sequence uses."""
+    dq = np.zeros(q.shape, dtype)
+    dk, dv = np.zeros(k.shape, dtype), np.zeros(v.shape, dtype)
+    for qs, ks in sequences(cu_seqlens_q, cu_seqlens_k, seqused_k):
+        if qs.stop > qs.start:
+            o = None if out is None else out[None, qs]
+            g = attention_backward(dout[None, qs], q[None, qs], k[None, ks], v[None, ks],
+                                   dtype=dtype, plain=plain, out=o, **kw)
+            dq[qs], dk[ks], dv[ks] = g[0][0], g[1][0], g[2][0]
+    return dq, dk, dv
+
+
+def rotary(x, cos, sin, positions, interleaved):
+    """Rotary embedding of rows x (n, heads, dim) in float64, row r at
+    positions[r]: each pair (x1, x2) of the first 2 * cos.shape[1] elements
+    becomes (x1 c - x2 s, x1 s + x2 c), with c, s = cos[p, t], sin[p, t];
+    the pair t is (2t, 2t + 1) when interleaved, else (t, t + half)."""
+    x = np.array(x, np.float64)
+    half = cos.shape[1]
+    c = np.asarray(cos, np.float64)[positions][:, None, :]
+    s = np.asarray(sin, np.float64)[positions][:, None, :]
+    a = np.arange(half) * 2 if interleaved else np.arange(half)
+    b = a + 1 if interleaved else a + half
+    x1, x2 = x[..., a].copy(), x[..., b].copy()
+    x[..., a] = x1 * c - x2 * s
+    x[..., b] = x1 * s + x2 * c
+    return x

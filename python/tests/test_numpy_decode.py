@@ -162,3 +162,25 @@ def test_a_cache_that_cannot_take_rows_in_place_is_refused():
         flashattn.attention_with_kvcache(c.q, c.k_cache, frozen, c.k, c.v, cache_seqlens=c.lens)
     with pytest.raises(ValueError, match="both k and v"):
         flashattn.attention_with_kvcache(c.q, c.k_cache, c.v_cache, c.k, None)
+
+
+def test_a_scratch_buffer_too_small_for_the_decode_is_grown():
+    """The decode must see the true size of the thread's scratch buffer:
+    one left over from a smaller call is refused by the library, grown,
+    and the result is that of a call with its own workspace. (Its
+    workspace_bytes once arrived undeclared, with garbage in its upper
+    half, and the library wrote past a small buffer.)"""
+    c = Case(batch=2, capacity=300, heads_q=8, heads_kv=2, dim=64, seq_q=3, seq_new=2,
+             lens=(250, 17))
+    k_cache, v_cache = c.k_cache.copy(), c.v_cache.copy()
+    _lib.release_workspace()
+    fresh = flashattn.attention_with_kvcache(c.q, k_cache, v_cache, c.k, c.v,
+                                             cache_seqlens=c.lens, num_splits=4)
+    _lib.release_workspace()
+    tiny = np.ones((1, 1, 1, 1), np.float32)
+    flashattn.attention(tiny, tiny, tiny)          # leaves a scratch buffer of a few bytes
+    small = len(_lib._scratch.buf)
+    got = flashattn.attention_with_kvcache(c.q, c.k_cache, c.v_cache, c.k, c.v,
+                                           cache_seqlens=c.lens, num_splits=4)
+    assert len(_lib._scratch.buf) > small
+    assert np.array_equal(got, fresh) and np.array_equal(c.k_cache, k_cache)

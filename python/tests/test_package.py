@@ -29,6 +29,18 @@ def test_params_struct_matches_the_library():
     assert (p.block_m, p.block_n, p.num_threads, p.deterministic, p.reserved_flags) == (0,) * 5
 
 
+def test_varlen_and_cache_structs_match_the_library():
+    """The library refuses a flashattn_varlen or flashattn_kv_cache whose
+    struct_size is not its own: the mirrors must have every field."""
+    for kind, init in [(_lib.Varlen, "flashattn_varlen_init"),
+                       (_lib.KVCache, "flashattn_kv_cache_init")]:
+        raw = ctypes.create_string_buffer(4096)
+        getattr(_lib.lib, init)(raw)
+        assert kind.from_buffer_copy(raw.raw[:ctypes.sizeof(kind)]).struct_size \
+            == ctypes.sizeof(kind), kind.__name__
+    assert _lib.new_params().varlen is None
+
+
 def test_version_and_isa():
     assert flashattn.__version__.count(".") == 2
     # the paths of the one list, src/kernels/isa_list.h

@@ -20,8 +20,7 @@ F = torch.nn.functional
 import attn_reference as ref  # noqa: E402
 from flashattn import _lib  # noqa: E402
 from flashattn import (flash_attn_func, flash_attn_kvpacked_func,  # noqa: E402
-                       flash_attn_qkvpacked_func, flash_attn_varlen_func,
-                       flash_attn_with_kvcache)
+                       flash_attn_qkvpacked_func, flash_attn_with_kvcache)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 HAS_BACKWARD = _lib.has("flashattn_bwd")
@@ -163,13 +162,6 @@ def test_unsupported_options_raise(kwargs, what):
         flash_attn_qkvpacked_func(torch.stack([q, k, v], 2), **kwargs)
     with pytest.raises(NotImplementedError, match=what):
         flash_attn_kvpacked_func(q, torch.stack([k, v], 2), **kwargs)
-
-
-def test_varlen_is_not_implemented():
-    q = torch.randn(10, 2, 8)
-    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match="variable-length"):
-        flash_attn_varlen_func(q, q, q, cu, cu, 6, 6)
 
 
 @pytest.mark.parametrize("make_bad,message", [
@@ -388,9 +380,6 @@ def test_kvcache_int_lengths_and_whole_cache():
 
 
 @pytest.mark.parametrize("kwargs,what", [
-    (dict(rotary_cos=torch.ones(40, 16), rotary_sin=torch.ones(40, 16)), "rotary_cos"),
-    (dict(cache_batch_idx=torch.arange(3, dtype=torch.int32)), "cache_batch_idx"),
-    (dict(cache_leftpad=torch.zeros(3, dtype=torch.int32)), "cache_leftpad"),
     (dict(softcap=5.0), "softcap"),
     (dict(alibi_slopes=torch.ones(4)), "alibi_slopes"),
 ])
