@@ -62,7 +62,7 @@ extern "C" {
 #endif
 
 #define FLASHATTN_VERSION_MAJOR 0
-#define FLASHATTN_VERSION_MINOR 2
+#define FLASHATTN_VERSION_MINOR 3
 #define FLASHATTN_VERSION_PATCH 0
 
 #define FLASHATTN_MAX_HEAD_DIM 256
@@ -195,8 +195,34 @@ typedef struct flashattn_scores {
  * dsinks is not NULL) and flashattn_decode.
  */
 
+/* Fill *p with the defaults. size is sizeof(flashattn_params) as the
+ * caller was compiled: the macro below passes it, so a library newer than
+ * the caller's header writes only the fields the caller has (and one older
+ * than it rejects the struct at the call, with BAD_PARAM). */
+FLASHATTN_API void flashattn_params_init_size(flashattn_params *p, size_t size);
+#ifndef FLASHATTN_ABI_0_2
+#define flashattn_params_init(p) flashattn_params_init_size((p), sizeof(flashattn_params))
+static inline flashattn_params flashattn_params_default(void) {
+    flashattn_params p;
+    flashattn_params_init(&p);
+    return p;
+}
+#else
+/* The 0.2 entry points, kept for binaries built against 0.2: they fill
+ * only 0.2's fields (which end at num_splits). */
+struct flashattn_params_0_2 {
+    size_t struct_size;
+    float scale;
+    int causal;
+    int64_t window_left, window_right;
+    flashattn_align align;
+    int block_m, block_n, num_threads, deterministic;
+    uint32_t reserved_flags;
+    int num_splits;
+};
 FLASHATTN_API void flashattn_params_init(flashattn_params *p);
-FLASHATTN_API flashattn_params flashattn_params_default(void);
+FLASHATTN_API struct flashattn_params_0_2 flashattn_params_default(void);
+#endif
 
 /*
  * Variable-length batches: packed sequences, as FlashAttention-2's varlen
@@ -243,7 +269,8 @@ typedef struct flashattn_varlen {
     const int32_t *seqused_k;    /* [batch] or NULL */
 } flashattn_varlen;
 
-FLASHATTN_API void flashattn_varlen_init(flashattn_varlen *v);
+FLASHATTN_API void flashattn_varlen_init_size(flashattn_varlen *v, size_t size);
+#define flashattn_varlen_init(v) flashattn_varlen_init_size((v), sizeof(flashattn_varlen))
 
 /*
  * Forward attention, two-phase (as Ascend's aclnn GetWorkspaceSize + run):
@@ -317,7 +344,13 @@ typedef struct flashattn_kv_cache {
     int rotary_interleaved;   /* 1: rotate pairs (0,1), (2,3)...; 0: halves (GPT-NeoX) */
 } flashattn_kv_cache;
 
-FLASHATTN_API void flashattn_kv_cache_init(flashattn_kv_cache *c);
+/* Fill *c with the defaults (size: as flashattn_params_init_size). */
+FLASHATTN_API void flashattn_kv_cache_init_size(flashattn_kv_cache *c, size_t size);
+#ifndef FLASHATTN_ABI_0_2
+#define flashattn_kv_cache_init(c) flashattn_kv_cache_init_size((c), sizeof(flashattn_kv_cache))
+#else
+FLASHATTN_API void flashattn_kv_cache_init(flashattn_kv_cache *c); /* 0.2's fields only */
+#endif
 
 /* Most parts params.num_splits may ask for. */
 #define FLASHATTN_MAX_SPLITS 128
@@ -349,10 +382,12 @@ FLASHATTN_API void flashattn_kv_cache_init(flashattn_kv_cache *c);
  *              0 <= leftpad[b] <= seqlens[b].
  *   rotary     before the attention, q's rows and k_new's rows are rotated
  *              (rotary embedding on their first rotary_dim elements) at
- *              positions p counted from the sequence's first key:
- *                k_new row j            p = seqlens[b] - leftpad[b] + j
- *                q row i, causal or a window   p = seqlens[b] - leftpad[b] + i
- *                q row i, otherwise     p = seqlens[b] - leftpad[b] (every row)
+ *              positions p that are cache rows, as FlashAttention-2's
+ *              (with leftpad too):
+ *                k_new row j            p = seqlens[b] + j
+ *                q row i, causal or a window narrower than the capacity
+ *                                       p = seqlens[b] + i
+ *                q row i, otherwise     p = seqlens[b] (every row)
  *              For the pair (x1, x2) of a row, c = rotary_cos[p][t], s =
  *              rotary_sin[p][t]: x1' = x1 c - x2 s, x2' = x1 s + x2 c, with
  *              the pair (2t, 2t + 1) interleaved, else (t, t + rotary_dim/2).
@@ -473,7 +508,7 @@ FLASHATTN_API const char *flashattn_strerror(flashattn_status s);
 /* Details of the last error on this thread ("" if none), e.g. which tensor. */
 FLASHATTN_API const char *flashattn_last_error(void);
 
-/* "0.2.0" */
+/* "0.3.0" */
 FLASHATTN_API const char *flashattn_version(void);
 /* Name of the kernel path in use: "scalar" (portable C), "avx2", "avx512",
  * "avx512bf16" (AVX-512 with bf16 inputs on VDPBF16PS) or "amx" (AVX-512

@@ -498,7 +498,7 @@ static void run_decode_case(const dcase *c, uint64_t seed) {
                 for (int64_t h = 0; h < c->hkv; h++) {
                     double kr[256];
                     for (int64_t x = 0; x < c->d; x++) kr[x] = get(&kn.t, 0, cu[b] + j, h, x);
-                    if (rd) rotate_ref(kr, rd, c->rot_inter, cs, sn, c->len[b] - c->pad[b] + j);
+                    if (rd) rotate_ref(kr, rd, c->rot_inter, cs, sn, c->len[b] + j);
                     const void *krow = cache_at(&map, &kc, b, c->len[b] + j, h);
                     const void *vrow = cache_at(&map, &vc, b, c->len[b] + j, h);
                     for (int64_t x = 0; x < c->d; x++) {
@@ -528,7 +528,7 @@ static void run_decode_case(const dcase *c, uint64_t seed) {
                 for (int64_t h = 0; h < c->hq; h++) {
                     double qr[256];
                     for (int64_t x = 0; x < c->d; x++) qr[x] = get(&q.t, 0, cu[b] + i, h, x);
-                    if (rd) rotate_ref(qr, rd, c->rot_inter, cs, sn, c->len[b] - c->pad[b] + (c->causal ? i : 0));
+                    if (rd) rotate_ref(qr, rd, c->rot_inter, cs, sn, c->len[b] + (c->causal ? i : 0));
                     float *row = (float *)qs.mem + i * qs.t.stride_seq + h * qs.t.stride_head;
                     for (int64_t x = 0; x < c->d; x++) row[x] = (float)qr[x];
                 }

@@ -55,6 +55,13 @@ class Params(ctypes.Structure):
         ("reserved_flags", ctypes.c_uint32),
         ("num_splits", ctypes.c_int),
         ("varlen", ctypes.c_void_p),  # const flashattn_varlen *; NULL: a dense batch
+        ("softcap", ctypes.c_float),
+        ("alibi_slopes", ctypes.c_void_p),  # const float *: [heads] or [batch, heads]
+        ("alibi_batch_stride", c_int64),
+        ("sinks", ctypes.c_void_p),         # const float * [heads]
+        ("dsinks", ctypes.c_void_p),        # float * [heads], backward output
+        ("bias", ctypes.c_void_p),          # const flashattn_scores *
+        ("mask", ctypes.c_void_p),          # const flashattn_scores *
     ]
 
 
@@ -143,7 +150,7 @@ for _name, _restype, _argtypes in [
      [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
     ("flashattn_fwd", ctypes.c_int,
      [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
-    ("flashattn_params_init", None, [ctypes.c_void_p]),
+    ("flashattn_params_init_size", None, [ctypes.c_void_p, ctypes.c_size_t]),
     ("flashattn_tensor_bshd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
     ("flashattn_tensor_bhsd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
     ("flashattn_strerror", ctypes.c_char_p, [ctypes.c_int]),
@@ -166,8 +173,8 @@ for _name, _restype, _argtypes in [
                                         _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
     ("flashattn_decode_workspace_size", ctypes.c_int,
      [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
-    ("flashattn_kv_cache_init", None, [ctypes.c_void_p]),
-    ("flashattn_varlen_init", None, [ctypes.c_void_p]),
+    ("flashattn_kv_cache_init_size", None, [ctypes.c_void_p, ctypes.c_size_t]),
+    ("flashattn_varlen_init_size", None, [ctypes.c_void_p, ctypes.c_size_t]),
     ("flashattn_merge", ctypes.c_int, [c_int64, _T, _P(_P(ctypes.c_float)), _T,
                                        _P(ctypes.c_float), _P(Params)]),
 ]:
@@ -309,19 +316,17 @@ _defaults = {}
 
 
 def _initialised(kind, init):
-    """A `kind` (ctypes structure) filled by the library's init function.
-    The library's struct may be larger than ours: it initialises a buffer
-    big enough for any future version, and we keep our prefix. Done once
-    per kind (a call costs microseconds that decode steps notice), then
-    copied."""
+    """A `kind` (ctypes structure) filled by the library's init function,
+    `init` naming its *_init_size entry point: told our struct's size, the
+    library writes only the fields we have (and rejects a struct larger
+    than its own at the first call). Done once per kind (a call costs
+    microseconds that decode steps notice), then copied."""
     if kind not in _defaults:
-        raw = ctypes.create_string_buffer(4096)
-        init(raw)
-        s = kind.from_buffer_copy(raw.raw[:ctypes.sizeof(kind)])
-        if s.struct_size < ctypes.sizeof(kind):
-            raise LibraryError("flashattn: the C library's %s (%d bytes) is older than this "
-                               "binding's (%d bytes): reinstall the package"
-                               % (kind.__name__, s.struct_size, ctypes.sizeof(kind)))
+        s = kind()
+        getattr(lib, init)(ctypes.byref(s), ctypes.sizeof(kind))
+        if s.struct_size != ctypes.sizeof(kind):
+            raise LibraryError("flashattn: the C library could not initialise this binding's %s "
+                               "(%d bytes): reinstall the package" % (kind.__name__, ctypes.sizeof(kind)))
         _defaults[kind] = bytes(s)
     return kind.from_buffer_copy(_defaults[kind])
 
@@ -329,7 +334,7 @@ def _initialised(kind, init):
 def new_params(scale=None, causal=False, window_size=(-1, -1), align=ALIGN_BOTTOM_RIGHT,
                num_threads=0, block_m=0, block_n=0, deterministic=False, num_splits=0):
     """A Params filled by flashattn_params_init, then with these options."""
-    p = _initialised(Params, lib.flashattn_params_init)
+    p = _initialised(Params, "flashattn_params_init_size")
     p.struct_size = ctypes.sizeof(Params)
     p.scale = 0.0 if scale is None else _finite_float(scale, "softmax_scale")
     p.causal = 1 if causal else 0
@@ -380,7 +385,7 @@ def _kv_cache_slot():
     and its address; every call sets all of its fields but struct_size."""
     slot = getattr(_scratch, "cache", None)
     if slot is None:
-        cache = _initialised(KVCache, lib.flashattn_kv_cache_init)
+        cache = _initialised(KVCache, "flashattn_kv_cache_init_size")
         if cache.struct_size != ctypes.sizeof(KVCache):
             raise LibraryError("flashattn: the C library's flashattn_kv_cache is %d bytes, this "
                                "binding's %d: reinstall the package"
@@ -394,8 +399,8 @@ def with_varlen(params, batch, cu_seqlens_q, cu_seqlens_k=None, seqused_k=None):
     `batch` packed sequences; the others are the addresses of int32 arrays
     (cu_seqlens_k None in flashattn_decode, seqused_k None when not given).
     The copy keeps its flashattn_varlen alive; the caller keeps the arrays."""
-    require("flashattn_varlen_init", "variable-length (cu_seqlens) batches")
-    v = _initialised(Varlen, lib.flashattn_varlen_init)
+    require("flashattn_varlen_init_size", "variable-length (cu_seqlens) batches")
+    v = _initialised(Varlen, "flashattn_varlen_init_size")
     if v.struct_size != ctypes.sizeof(Varlen):
         raise LibraryError("flashattn: the C library's flashattn_varlen is %d bytes, this "
                            "binding's %d: reinstall the package"

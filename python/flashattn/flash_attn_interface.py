@@ -449,15 +449,6 @@ def _rotary_tables(rotary_cos, rotary_sin, interleaved, k, leftpad):
     if k is None:
         raise ValueError("flashattn: rotary_cos/rotary_sin rotate the new keys and q: give k "
                          "and v too (as FlashAttention-2 requires)")
-    if leftpad is not None and leftpad.any():
-        # FlashAttention-2 rotates at absolute cache rows (cache_seqlens + j);
-        # the C library counts positions from each sequence's first key
-        # (cache_seqlens - cache_leftpad + j). Refused rather than silently
-        # different until the two agree.
-        raise NotImplementedError(
-            "flashattn: rotary embeddings with a nonzero cache_leftpad are not supported: "
-            "the C library counts rotary positions from each sequence's first key, "
-            "FlashAttention-2 from cache row 0")
     if not isinstance(rotary_cos, torch.Tensor) or not isinstance(rotary_sin, torch.Tensor):
         raise ValueError("give both rotary_cos and rotary_sin as tensors, or neither")
     return numpy_api._rotary(rotary_cos.detach().to(torch.float32).numpy(),

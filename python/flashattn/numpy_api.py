@@ -318,10 +318,11 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
     rotary_dim / 2): rotary embedding of q and k before the attention, on
     their first rotary_dim elements, pairs (0, 1), (2, 3)... with
     rotary_interleaved, else (i, i + rotary_dim / 2) (GPT-NeoX); k row j of
-    sequence b at position cache_seqlens[b] - cache_leftpad[b] + j, q row i
-    at that position + i when causal or windowed, else every q row at
-    cache_seqlens[b] - cache_leftpad[b] (positions count from the
-    sequence's first key; q is rotated whether or not k is given).
+    sequence b at position cache_seqlens[b] + j, q row i at cache_seqlens[b]
+    + i when causal or windowed (a window narrower than the cache), else
+    every q row at cache_seqlens[b] (positions are cache rows, as
+    FlashAttention-2's, leftpad or not; q is rotated whether or not k is
+    given).
     Returns out (q's shape and dtype), and with return_lse the float32 LSE
     (batch, nheads, seqlen_q).
     """

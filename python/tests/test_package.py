@@ -29,16 +29,29 @@ def test_params_struct_matches_the_library():
     assert (p.block_m, p.block_n, p.num_threads, p.deterministic, p.reserved_flags) == (0,) * 5
 
 
-def test_varlen_and_cache_structs_match_the_library():
-    """The library refuses a flashattn_varlen or flashattn_kv_cache whose
-    struct_size is not its own: the mirrors must have every field."""
-    for kind, init in [(_lib.Varlen, "flashattn_varlen_init"),
-                       (_lib.KVCache, "flashattn_kv_cache_init")]:
-        raw = ctypes.create_string_buffer(4096)
-        getattr(_lib.lib, init)(raw)
-        assert kind.from_buffer_copy(raw.raw[:ctypes.sizeof(kind)]).struct_size \
-            == ctypes.sizeof(kind), kind.__name__
+def _header_fields(struct):
+    """The field names of `typedef struct <struct> {...}` in the C header."""
+    header = (pathlib.Path(__file__).resolve().parents[2] / "include" / "flashattn.h").read_text()
+    body = re.search(r"typedef struct %s \{(.*?)\} %s;" % (struct, struct), header, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    names = []
+    for decl in body.split(";"):
+        decl = re.sub(r"\[[^\]]*\]", "", decl).strip()
+        if decl:  # "type a, *b" -> a, b
+            first, *rest = decl.split(",")
+            names += [re.findall(r"\w+", first)[-1]] + [re.findall(r"\w+", r)[-1] for r in rest]
+    return names
+
+
+def test_structs_mirror_the_header():
+    """The ctypes mirrors have the header's fields in the header's order,
+    and the library initialises each at the mirror's size (it rejects a
+    flashattn_varlen or flashattn_kv_cache of any size but its own)."""
+    for kind, struct in [(_lib.Params, "flashattn_params"), (_lib.Varlen, "flashattn_varlen"),
+                         (_lib.KVCache, "flashattn_kv_cache")]:
+        assert [f[0] for f in kind._fields_] == _header_fields(struct), struct
     assert _lib.new_params().varlen is None
+    assert _lib.new_params().struct_size == ctypes.sizeof(_lib.Params)
 
 
 def test_version_and_isa():

@@ -269,11 +269,6 @@ def test_kvcache_refusals():
     cos, sin = (torch.from_numpy(t) for t in rotary_tables(16, 8))
     cu, lens = torch.from_numpy(c.cu), torch.from_numpy(c.lens)
     before = k_cache.clone()
-    # FlashAttention-2 counts rotary positions from cache row 0, the library
-    # from each sequence's first key: refused until they agree
-    with pytest.raises(NotImplementedError, match="cache_leftpad"):
-        flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cos, sin, lens, cu_seqlens_q=cu,
-                                cache_leftpad=torch.tensor([1, 0, 0], dtype=torch.int32))
     with pytest.raises(ValueError, match="give k and v"):
         flash_attn_with_kvcache(q, k_cache, v_cache, rotary_cos=cos, rotary_sin=sin,
                                 cache_seqlens=lens, cu_seqlens_q=cu)

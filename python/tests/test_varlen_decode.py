@@ -59,12 +59,12 @@ class Case:
             if self.k is not None:
                 k_new = self.k[rows]
                 if rotary is not None:
-                    k_new = ref.rotary(k_new, cos, sin, n - pad + np.arange(add), interleaved)
+                    k_new = ref.rotary(k_new, cos, sin, n + np.arange(add), interleaved)
                 k_cache[e, n:n + add] = k_new.astype(k_cache.dtype)
                 v_cache[e, n:n + add] = self.v[rows]
             if rotary is not None:
                 steps = np.arange(len(q)) if q_step else np.zeros(len(q), int)
-                q = ref.rotary(q, cos, sin, n - pad + steps, interleaved)
+                q = ref.rotary(q, cos, sin, n + steps, interleaved)
             seqs.append((q, k_cache[e, pad:n + add], v_cache[e, pad:n + add]))
         return k_cache, v_cache, seqs
 
@@ -156,7 +156,7 @@ def test_rotary_16_bit_cache_and_query():
 @pytest.mark.parametrize("packed", [False, True])
 def test_batch_idx_and_leftpad(packed):
     """Sequence b reads and appends cache entry batch_idx[b]; its keys start
-    at row leftpad[b]; with rotary, positions count from that first key."""
+    at row leftpad[b]; with rotary, positions are cache rows (FlashAttention-2's)."""
     lens_q = (2, 1, 3) if packed else (2, 2, 2)
     c = Case(lens_q=lens_q, lens=(6, 3, 9), capacity=16, entries=5, seed=4)
     batch_idx = np.array([3, 0, 4], np.int32)

@@ -10,10 +10,10 @@
 #include "dispatch/isa.h"
 #include "driver/decode.h"
 
-void flashattn_kv_cache_init(flashattn_kv_cache *c) {
-    if (!c) return;
-    memset(c, 0, sizeof *c);
-    c->struct_size = sizeof *c;
+void flashattn_kv_cache_init_size(flashattn_kv_cache *c, size_t size) {
+    if (!c || size < sizeof c->struct_size) return;
+    memset(c, 0, size);
+    c->struct_size = size;
 }
 
 static flashattn_status prepare(const flashattn_tensor *q, const flashattn_kv_cache *cache,

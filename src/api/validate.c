@@ -15,25 +15,26 @@
 #include "core/status.h"
 #include "kernels/kernels.h"
 
-void flashattn_params_init(flashattn_params *p) {
-    if (!p) return;
-    memset(p, 0, sizeof *p);
-    p->struct_size = sizeof *p;
+/* The first release's struct ends at reserved_flags. */
+#define FA_PARAMS_V1_SIZE (offsetof(flashattn_params, reserved_flags) + sizeof(uint32_t))
+
+/* Every field the first release has is set here; fields after them
+ * default to 0 / NULL, which init_size's memset gives. A caller's struct
+ * larger than the library's is cleared whole and keeps its size, which
+ * fa_read_params then rejects with a message. */
+void flashattn_params_init_size(flashattn_params *p, size_t size) {
+    if (!p || size < FA_PARAMS_V1_SIZE) return;
+    memset(p, 0, size);
+    p->struct_size = size;
     p->window_left = -1;
     p->window_right = -1;
     p->align = FLASHATTN_ALIGN_BOTTOM_RIGHT;
 }
 
-flashattn_params flashattn_params_default(void) {
-    flashattn_params p;
-    flashattn_params_init(&p);
-    return p;
-}
-
-void flashattn_varlen_init(flashattn_varlen *v) {
-    if (!v) return;
-    memset(v, 0, sizeof *v);
-    v->struct_size = sizeof *v;
+void flashattn_varlen_init_size(flashattn_varlen *v, size_t size) {
+    if (!v || size < sizeof v->struct_size) return;
+    memset(v, 0, size);
+    v->struct_size = size;
 }
 
 /* One cu_seqlens array: starts at 0, never decreases, ends at total;
@@ -66,7 +67,7 @@ static flashattn_status check_varlen(const flashattn_varlen *vl, int decode,
                                      const flashattn_tensor *q, const flashattn_tensor *k,
                                      fa_problem *pb) {
     flashattn_status s;
-    if (vl->struct_size != sizeof *vl)
+    if (vl->struct_size != sizeof *vl) /* (the only size there has been) */
         return fa_fail(FLASHATTN_ERR_BAD_PARAM,
                        "varlen.struct_size is %zu: initialise it with flashattn_varlen_init()",
                        vl->struct_size);
@@ -178,8 +179,6 @@ static flashattn_status check_score_arrays(const flashattn_params *p, fa_problem
     return FLASHATTN_OK;
 }
 
-/* The first release's struct ends at reserved_flags. */
-#define FA_PARAMS_V1_SIZE (offsetof(flashattn_params, reserved_flags) + sizeof(uint32_t))
 
 flashattn_status fa_read_params(const flashattn_params *user, flashattn_params *out) {
     flashattn_params_init(out);
@@ -299,9 +298,9 @@ static flashattn_status check_seqlens(const fa_decode_problem *dp, int64_t capac
         if (dp->rot_cos) {
             const int64_t sq = fa_seq_q_of(pb, b);
             int64_t last = -1; /* the last position used */
-            if (add > 0) last = len - pad + add - 1;
+            if (add > 0) last = len + add - 1;
             if (sq > 0) {
-                const int64_t qlast = len - pad + (dp->rot_q_step ? sq - 1 : 0);
+                const int64_t qlast = len + (dp->rot_q_step ? sq - 1 : 0);
                 if (qlast > last) last = qlast;
             }
             if (last >= c->rotary_len)
@@ -467,7 +466,9 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     if (p->bias || p->mask)
         return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
                        "params.bias and params.mask: flashattn_decode does not take them");
-    dp->rot_q_step = p->causal || p->window_left >= 0 || p->window_right >= 0;
+    /* FlashAttention-2's: a window as wide as the cache is no window */
+    dp->rot_q_step = p->causal || (p->window_left >= 0 && p->window_left < capacity) ||
+                     (p->window_right >= 0 && p->window_right < capacity);
     if ((s = check_seqlens(dp, capacity, c->k.batch, c))) return s;
 
     pb->q = q, pb->k = &c->k, pb->v = &c->v, pb->o = o, pb->lse = lse;

@@ -18,7 +18,8 @@ typedef struct fa_decode_problem {
     const int32_t *block_table;            /* NULL: contiguous cache */
     int64_t max_pages, page_size;          /* paged only */
     /* Rotary embedding of q and k_new (rot_cos NULL: none): pairs of the
-     * first rot_dim elements; q row i at position given + i * rot_q_step. */
+     * first rot_dim elements, at cache rows: k_new row j at seqlens + j,
+     * q row i at seqlens + i * rot_q_step. */
     const float *rot_cos, *rot_sin;
     int64_t rot_dim;
     int rot_interleaved, rot_q_step;

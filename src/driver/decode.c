@@ -33,7 +33,7 @@ void fa_decode_append(const fa_decode_problem *dp, const fa_kernels *kern, int64
             void *to = fa_cache_row(dp, dst[t], &seq, row, hk);
             if (t == 0 && dp->rot_cos) { /* K rotated at its position */
                 kern->load(tmp, from, src[t]->dtype, d, 1.0f);
-                fa_rotary_row(dp, tmp, row);
+                fa_rotary_row(dp, tmp, seq.k0 + row); /* its cache row */
                 kern->store(to, dst[t]->dtype, tmp, d, 1.0f);
             } else if (src[t]->dtype == dst[t]->dtype) {
                 memcpy(to, from, (size_t)d * (size_t)fa_dtype_bytes(dst[t]->dtype));

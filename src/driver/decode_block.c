@@ -199,7 +199,8 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     row_walk w = walk_start(i0, hk0, g);
     for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
         kern->load(q + r * d, fa_row_ptr(pb->q, seq.qb, seq.q0 + w.i, w.h), pb->q->dtype, d, pb->scale_log2);
-        if (dp->rot_cos) fa_rotary_row(dp, q + r * d, fa_kv_given(pb, b) + w.i * dp->rot_q_step);
+        if (dp->rot_cos) /* at cache rows, as FlashAttention-2 */
+            fa_rotary_row(dp, q + r * d, seq.k0 + fa_kv_given(pb, b) + w.i * dp->rot_q_step);
         mx[r] = -INFINITY;
         ls[r] = 0.0f;
     }
