@@ -6,6 +6,8 @@
  * listings must be equal for a change that keeps results bit-identical
  * (bench/ab/run.sh diffs them, per kernel path).
  */
+/* 0.2's entry points: both builds compared have them */
+#define FLASHATTN_ABI_0_2 1
 #include <flashattn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +44,8 @@ static void fwd_case(int b, int sq, int sk, int h, int hk, int d, flashattn_dtyp
     float *lse = calloc((size_t)b * h * sq + 1, 4);
     flashattn_tensor (*mkt)(void *, flashattn_dtype, int64_t, int64_t, int64_t, int64_t) = bhsd ? flashattn_tensor_bhsd : flashattn_tensor_bshd;
     flashattn_tensor Q = mkt(q, dt, b, sq, h, d), K = mkt(k, dt, b, sk, hk, d), V = mkt(v, dt, b, sk, hk, d), O = mkt(o, dt, b, sq, h, d);
-    flashattn_params p = flashattn_params_default();
+    flashattn_params p;
+    flashattn_params_init(&p);
     p.causal = causal; p.window_left = wl; p.window_right = wr; p.align = align; p.block_m = bm; p.block_n = bn; p.num_threads = threads;
     flashattn_status s = flashattn_fwd(&Q, &K, &V, &O, want_lse ? lse : NULL, &p, NULL, 0);
     uint64_t hsh = fnv(o, (size_t)b * sq * h * d * esz(dt), 1469598103934665603ull);
@@ -91,7 +94,8 @@ static void dec_case(int b, int sq, int cap, int h, int hk, int d, flashattn_dty
     c.seqlens_i32 = lens;
     flashattn_tensor Q = flashattn_tensor_bshd(q, qdt, b, sq, h, d), O = flashattn_tensor_bshd(o, qdt, b, sq, h, d);
     flashattn_tensor KN = flashattn_tensor_bshd(kn, qdt, b, seq_new, hk, d), VN = flashattn_tensor_bshd(vn, qdt, b, seq_new, hk, d);
-    flashattn_params p = flashattn_params_default();
+    flashattn_params p;
+    flashattn_params_init(&p);
     p.causal = causal; p.window_left = wl; p.align = align; p.num_splits = splits; p.num_threads = threads;
     flashattn_status s = flashattn_decode(&Q, &c, seq_new ? &KN : NULL, seq_new ? &VN : NULL, &O, lse, &p, NULL, 0);
     uint64_t hsh = fnv(o, (size_t)b * sq * h * d * esz(qdt), 1469598103934665603ull);

@@ -136,7 +136,7 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     if (sc.cap2 != 0.0f && !plan->bf16_dot)
         for (int64_t c = 0; c < m; c++) t->cols[c] = q->qt[(i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr];
     const int full = fa_mask_block_full(&seq->mask, i0, i1, t->j0, t->j1);
-    fa_score_tile_t(&sc, st, lt, keys, i0, m, t->j0, full, tile, t->cols, t->dcap);
+    fa_score_tile_t(kern, &sc, st, lt, keys, i0, m, t->j0, full, tile, t->cols, t->dcap);
     for (int r = 0; r < keys; r++) {
         float *p = st + r * lt, *ds = dpt + r * lt;
         /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */

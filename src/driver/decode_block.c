@@ -240,7 +240,7 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
             float bmax[FA_MAX_MR];
             for (int r = r0; r < r1; r++, walk_next(&w, i0, g, i1 - i0)) {
                 const fa_scores sc = fa_scores_of(pb, &seq, w.h);
-                fa_score_row(&sc, s + r * sld, w.i, j0, n, full, FA_TILE_MIXED);
+                fa_score_row(kern, &sc, s + r * sld, w.i, j0, n, full, FA_TILE_MIXED);
                 bmax[r - r0] = kern->row_max(s + r * sld, n);
             }
             for (int r = r0; r < r1; r++)

@@ -136,7 +136,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
         const int full = fa_mask_block_full(&t->seq->mask, i, i + mm, j0, j0 + ncols);
         float bmax[FA_MAX_MR];
         for (int r = r0; r < r0 + mm; r++) {
-            fa_score_row(&t->sc, t->s + r * bn, t->i0 + r, j0, ncols, full, t->tile);
+            fa_score_row(kern, &t->sc, t->s + r * bn, t->i0 + r, j0, ncols, full, t->tile);
             bmax[r - r0] = kern->row_max(t->s + r * bn, ncols);
         }
         for (int r = r0; r < r0 + mm; r++) {

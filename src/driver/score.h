@@ -30,6 +30,8 @@
 #include "core/dtype.h"
 #include "core/mask.h"
 #include "core/problem.h"
+#include "kernels/kernels.h"
+#include "plan/tiles.h" /* FA_MAX_BLOCK */
 
 /* A bias or mask array's (sequence, head) slice: element (i, j) at
  * base + i * sq + j * sk (elements; 0 on broadcast dimensions). */
@@ -117,14 +119,30 @@ static inline float fa_alibi2(const fa_scores *sc, int64_t i, int64_t j) {
     return -sc->slope2 * (float)(dist < 0 ? -dist : dist);
 }
 
+/* x[0..n) = cap * tanh(x / cap), and dcap[0..n) = 1 - tanh^2 when not
+ * NULL. tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2 |y|) in (0, 1],
+ * with the exponentials in one exp2_sum call (the kernels' vector exp2,
+ * within 4 ulp): a scalar tanhf per score cost the forward 2.5 times
+ * plain attention. Its absolute error, a few ulp of cap, is what tanhf's
+ * is near |y| = 1 and beyond, and what the logit's own rounding is. n at
+ * most FA_MAX_BLOCK. */
+static inline void fa_softcap(const fa_kernels *kern, float *x, int64_t n, float cap, float *dcap) {
+    float e[FA_MAX_BLOCK];
+    const float k = -2.0f * 1.4426950408889634f / cap;
+    for (int64_t j = 0; j < n; j++) e[j] = fabsf(x[j]) * k;
+    kern->exp2_sum(e, n, 0.0f);
+    for (int64_t j = 0; j < n; j++) {
+        const float t = (1.0f - e[j]) / (1.0f + e[j]);
+        if (dcap) dcap[j] = 1.0f - t * t;
+        x[j] = copysignf(cap * t, x[j]);
+    }
+}
+
 /* One row of scores: keys [j0, j0 + n) of query i; tile: the boolean
  * mask's state there (FA_TILE_MIXED without a summary). */
-static inline void fa_score_row(const fa_scores *sc, float *row, int64_t i, int64_t j0, int64_t n,
-                                int full, int tile) {
-    if (sc->cap2 != 0.0f) {
-        const float cap = sc->cap2, inv = 1.0f / sc->cap2;
-        for (int64_t j = 0; j < n; j++) row[j] = cap * tanhf(row[j] * inv);
-    }
+static inline void fa_score_row(const fa_kernels *kern, const fa_scores *sc, float *row, int64_t i,
+                                int64_t j0, int64_t n, int full, int tile) {
+    if (sc->cap2 != 0.0f) fa_softcap(kern, row, n, sc->cap2, NULL);
     if (sc->slope2 != 0.0f)
         for (int64_t j = 0; j < n; j++) row[j] += fa_alibi2(sc, i, j0 + j);
     fa_score_arrays(sc, row, 1, i, j0, n, tile == FA_TILE_MIXED);
@@ -135,23 +153,19 @@ static inline void fa_score_row(const fa_scores *sc, float *row, int64_t i, int6
  * column c is query i0 + c, for c < rows. With a softcap, lse2[c] is the
  * base-2 LSE of column c and dcap receives 1 - tanh^2 of each element
  * (same layout as st). */
-static inline void fa_score_tile_t(const fa_scores *sc, float *st, int64_t ld, int keys, int64_t i0,
-                                   int64_t rows, int64_t j0, int full, int tile, const float *lse2,
-                                   float *dcap) {
-    if (sc->cap2 != 0.0f) {
-        const float cap = sc->cap2, inv = 1.0f / sc->cap2;
-        for (int r = 0; r < keys; r++)
-            for (int64_t c = 0; c < rows; c++) {
-                float *e = st + r * ld + c;
-                if (isinf(lse2[c])) { /* a query that sees no key: P = 0 already */
-                    dcap[r * ld + c] = 0.0f;
-                    continue;
-                }
-                const float t = tanhf((*e + lse2[c]) * inv);
-                *e = cap * t - lse2[c];
-                dcap[r * ld + c] = 1.0f - t * t;
-            }
-    }
+static inline void fa_score_tile_t(const fa_kernels *kern, const fa_scores *sc, float *st, int64_t ld,
+                                   int keys, int64_t i0, int64_t rows, int64_t j0, int full, int tile,
+                                   const float *lse2, float *dcap) {
+    if (sc->cap2 != 0.0f)
+        for (int r = 0; r < keys; r++) {
+            float *e = st + r * ld, *dc = dcap + r * ld;
+            /* a query that sees no key (lse2 = +inf) has P = 0 already */
+            for (int64_t c = 0; c < rows; c++) e[c] = isinf(lse2[c]) ? 0.0f : e[c] + lse2[c];
+            fa_softcap(kern, e, rows, sc->cap2, dc);
+            for (int64_t c = 0; c < rows; c++)
+                if (isinf(lse2[c])) e[c] = -INFINITY, dc[c] = 0.0f;
+                else e[c] -= lse2[c];
+        }
     if (sc->slope2 != 0.0f)
         for (int r = 0; r < keys; r++)
             for (int64_t c = 0; c < rows; c++) st[r * ld + c] += fa_alibi2(sc, i0 + c, j0 + r);
