@@ -47,12 +47,13 @@ static inline void fa_softmax_row_exp(const fa_kernels *kern, float *row, int64_
  * gets O = 0 and LSE = -inf; acc is then cleared (it may hold garbage). The
  * log2 runs in double and only when asked: it costs as much as a short
  * row's softmax.
- * An attention sink (sink2, base 2; -inf: none) joins the denominator:
+ * An attention sink (sink2, base 2, in double so that a row with no key
+ * gets LSE = sink exactly; -inf: none) joins the denominator:
  * l += 2^(sink2 - m), in double from the larger of the two exponents, so
  * a sink far above every score gives O = 0 and LSE = sink, never inf. */
 static inline void fa_softmax_finalize_row(const fa_kernels *kern, void *orow, flashattn_dtype odt,
                                            float *acc, int64_t d, float m, float l, float *lse,
-                                           float sink2) {
+                                           double sink2) {
     if (l == 0.0f) {
         memset(acc, 0, (size_t)d * sizeof(float));
         kern->store(orow, odt, acc, d, 1.0f);
@@ -71,8 +72,8 @@ static inline void fa_softmax_finalize_row(const fa_kernels *kern, void *orow, f
 }
 
 /* The base-2 sink of query head h, -inf without sinks. */
-static inline float fa_sink2(const float *sinks, int64_t h) {
-    return sinks ? (float)((double)sinks[h] * 1.4426950408889634) : -INFINITY;
+static inline double fa_sink2(const float *sinks, int64_t h) {
+    return sinks ? (double)sinks[h] * 1.4426950408889634 : -INFINITY;
 }
 
 #endif
