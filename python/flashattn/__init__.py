@@ -4,9 +4,10 @@ NumPy: attention, attention_backward, attention_varlen, attention_varlen_backwar
 attention_with_kvcache, merge; unpad_input and pad_input (flashattn.padding,
 NumPy arrays or torch tensors).
 PyTorch (optional): flash_attn_func and its siblings, with FlashAttention-2's
-names, arguments and layouts; they are imported from
-flashattn.flash_attn_interface on first use, so this package imports without
-torch.
+names, arguments and layouts, and scaled_dot_product_attention, a drop-in for
+torch.nn.functional's on CPU tensors; they are imported from
+flashattn.flash_attn_interface and flashattn.sdpa on first use, so this
+package imports without torch.
 """
 
 from ._lib import (BadArgumentError, Error, LibraryError, OutOfMemoryError,
@@ -44,6 +45,10 @@ def __getattr__(name):
         for n in _TORCH_NAMES:
             globals()[n] = getattr(flash_attn_interface, n)
         return globals()[name]
+    if name == "scaled_dot_product_attention":
+        from .sdpa import scaled_dot_product_attention
+        globals()[name] = scaled_dot_product_attention
+        return scaled_dot_product_attention
     raise AttributeError("module 'flashattn' has no attribute %r" % name)
 
 

@@ -77,6 +77,19 @@ class Varlen(ctypes.Structure):
     ]
 
 
+class Scores(ctypes.Structure):
+    """flashattn_scores: a [batch, heads, seq_q, seq_k] array of per-score
+    values (Params.bias, Params.mask), element strides, each dimension the
+    problem's or 1. No struct_size: the library only reads it."""
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),            # bias: F32, F16 or BF16; ignored for a mask
+        ("batch", c_int64), ("heads", c_int64), ("seq_q", c_int64), ("seq_k", c_int64),
+        ("stride_batch", c_int64), ("stride_head", c_int64), ("stride_q", c_int64),
+        ("stride_k", c_int64),
+    ]
+
+
 class KVCache(ctypes.Structure):
     """flashattn_kv_cache: contiguous (block_table NULL) or paged."""
     _fields_ = [
@@ -410,6 +423,28 @@ def with_varlen(params, batch, cu_seqlens_q, cu_seqlens_k=None, seqused_k=None):
     p = Params.from_buffer_copy(params)
     p.varlen = ctypes.addressof(v)
     p.varlen_struct = v  # (a Python attribute: lives as long as p)
+    return p
+
+
+def with_modifiers(params, softcap=0.0, alibi=None, sinks=None, dsinks=None, bias=None,
+                   mask=None):
+    """A copy of params with the score modifiers set (see the header's
+    "Score modifiers"): softcap a number (0: off); alibi (address of the
+    float32 slopes, alibi_batch_stride) or None; sinks, dsinks addresses of
+    float32 [heads] arrays or None; bias, mask Scores or None. The copy
+    keeps params (and so its flashattn_varlen) and the Scores alive; the
+    caller keeps the arrays they point at."""
+    p = Params.from_buffer_copy(params)
+    try:
+        p.softcap = float(softcap)
+    except (TypeError, ValueError):
+        raise ValueError("softcap must be a number, got %r" % (softcap,)) from None
+    if alibi is not None:
+        p.alibi_slopes, p.alibi_batch_stride = alibi
+    p.sinks, p.dsinks = sinks, dsinks
+    p.bias = None if bias is None else ctypes.addressof(bias)
+    p.mask = None if mask is None else ctypes.addressof(mask)
+    p.keep = (params, bias, mask)  # (a Python attribute: lives as long as p)
     return p
 
 

@@ -15,10 +15,14 @@ Differences from flash_attn, besides running on the CPU:
   - the varlen functions also take seqused_k (keys used per sequence), and
     flash_attn_with_kvcache takes FlashAttention-3's cu_seqlens_q and
     max_seqlen_q (packed queries, each sequence its own count);
-  - options the library lacks (dropout_p > 0, alibi_slopes, softcap != 0;
-    in flash_attn_with_kvcache rotary embeddings together with a nonzero
-    cache_leftpad, new keys packed unlike the queries) raise
-    NotImplementedError, never ignored.
+  - with alibi_slopes and causal=True, flash_attn's kernels add
+    slope * j to the logits instead of -slope * (i + seqlen_k - seqlen_q - j)
+    (the two differ by a constant per row, which the softmax cancels): out
+    is the same, but flash_attn's softmax_lse is larger by
+    slope * (i + seqlen_k - seqlen_q); here it is the LSE of the formula;
+  - options the library lacks (dropout_p > 0; in flash_attn_with_kvcache
+    rotary embeddings together with a nonzero cache_leftpad, new keys
+    packed unlike the queries) raise NotImplementedError, never ignored.
 The library uses torch.get_num_threads() threads, as torch's own CPU ops do.
 """
 
@@ -45,16 +49,29 @@ __all__ = [
 ]
 
 
-def _unsupported(dropout_p=0.0, softcap=0.0, alibi_slopes=None):
+def _unsupported(dropout_p=0.0):
     if dropout_p != 0.0:
         raise NotImplementedError("flashattn: dropout_p=%r is not supported (the C library "
                                   "has no dropout yet); pass dropout_p=0.0" % (dropout_p,))
-    if softcap != 0.0:
-        raise NotImplementedError("flashattn: softcap=%r is not supported (the C library has "
-                                  "no logit soft-capping yet); pass softcap=0.0" % (softcap,))
+
+
+def _modified(params, softcap, alibi_slopes, sizes):
+    """params with FlashAttention-2's softcap and alibi_slopes ((nheads,)
+    or (batch, nheads), used as float32; they get no gradient, as in
+    flash_attn), or params itself without them. sizes() gives (batch,
+    nheads) (called only with alibi_slopes or softcap)."""
+    if not softcap and alibi_slopes is None:
+        return params
+    slopes = None
     if alibi_slopes is not None:
-        raise NotImplementedError("flashattn: alibi_slopes is not supported (the C library "
-                                  "has no ALiBi bias yet); pass alibi_slopes=None")
+        if not isinstance(alibi_slopes, torch.Tensor) or not alibi_slopes.is_floating_point():
+            raise ValueError("alibi_slopes must be a float tensor (nheads,) or (batch, nheads)")
+        if not alibi_slopes.is_cpu:
+            raise ValueError("alibi_slopes is on %s: flashattn computes on the CPU"
+                             % alibi_slopes.device)
+        slopes = alibi_slopes.detach().to(torch.float32).contiguous().numpy()
+    batch, heads = sizes()
+    return numpy_api._modifiers(params, batch, heads, None, softcap, slopes)
 
 
 def _params(softmax_scale, causal, window_size, deterministic, num_splits=0):
@@ -176,13 +193,17 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     nheads_k, headdim) with nheads a multiple of nheads_k (MQA/GQA).
     causal aligns the mask bottom-right: query i sees keys
     j <= i + seqlen_k - seqlen_q. window_size=(left, right), -1 unbounded.
-    softmax_scale defaults to 1/sqrt(headdim). deterministic makes the
-    backward pass bit-reproducible.
+    softmax_scale defaults to 1/sqrt(headdim). softcap > 0 caps the scaled
+    logits s to softcap * tanh(s / softcap) (Gemma 2); alibi_slopes
+    (nheads,) or (batch, nheads) float32 adds -slope * |i + seqlen_k -
+    seqlen_q - j| to them (ALiBi; the slopes get no gradient, as in
+    flash_attn). deterministic makes the backward pass bit-reproducible.
     Returns out (batch, seqlen_q, nheads, headdim), or with
     return_attn_probs (out, softmax_lse (batch, nheads, seqlen_q) float32, None).
     """
-    _unsupported(dropout_p, softcap, alibi_slopes)
-    params = _params(softmax_scale, causal, window_size, deterministic)
+    _unsupported(dropout_p)
+    params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
+                       alibi_slopes, lambda: (q.shape[0], q.shape[2]))
     if _no_grad(q, k, v):
         out, lse = _forward(readable(q, "q"), readable(k, "k"), readable(v, "v"), params,
                             want_lse=return_attn_probs)
@@ -195,8 +216,9 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
                               window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                               deterministic=False, return_attn_probs=False):
     """qkv: (batch, seqlen, 3, nheads, headdim). Otherwise as flash_attn_func."""
-    _unsupported(dropout_p, softcap, alibi_slopes)
-    params = _params(softmax_scale, causal, window_size, deterministic)
+    _unsupported(dropout_p)
+    params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
+                       alibi_slopes, lambda: (qkv.shape[0], qkv.shape[3]))
     if _no_grad(qkv):
         out, lse = _forward(*readable(qkv, "qkv", ndim=5).unbind(2), params,
                             want_lse=return_attn_probs)
@@ -210,8 +232,9 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
                              deterministic=False, return_attn_probs=False):
     """q: (batch, seqlen_q, nheads, headdim); kv: (batch, seqlen_k, 2,
     nheads_k, headdim). Otherwise as flash_attn_func."""
-    _unsupported(dropout_p, softcap, alibi_slopes)
-    params = _params(softmax_scale, causal, window_size, deterministic)
+    _unsupported(dropout_p)
+    params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
+                       alibi_slopes, lambda: (q.shape[0], q.shape[2]))
     if _no_grad(q, kv):
         out, lse = _forward(readable(q, "q"), *readable(kv, "kv", ndim=5).unbind(2), params,
                             want_lse=return_attn_probs)
@@ -381,13 +404,17 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     block_table (batch, max_blocks_per_seq) int32: k and v are then a paged
     cache (num_blocks, page_block_size, nheads_k, headdim) and sequence b's
     keys its first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows (or
-    seqused_k[b]); forward only.
+    seqused_k[b]); forward only. softcap and alibi_slopes as
+    flash_attn_func, alibi_slopes (nheads,) or (batch, nheads), ALiBi
+    aligned to each sequence's own lengths.
     Returns out (total_q, nheads, headdim), or with return_attn_probs
     (out, softmax_lse (nheads, total_q) float32, None).
     """
-    _unsupported(dropout_p, softcap, alibi_slopes)
+    _unsupported(dropout_p)
     params = _params(softmax_scale, causal, window_size, deterministic)
+    sizes = lambda: (len(cu_seqlens_q) - 1, q.shape[1])
     if block_table is not None:
+        params = _modified(params, softcap, alibi_slopes, sizes)
         out, lse = _paged_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                  max_seqlen_k, block_table, seqused_k, params, return_attn_probs)
         if not _no_grad(q, k, v):
@@ -395,6 +422,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         return _result(out, lse, return_attn_probs)
     params, keep = _varlen(params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            seqused_k)
+    params = _modified(params, softcap, alibi_slopes, sizes)
     if _no_grad(q, k, v):
         out, lse = _varlen_forward(_packed(q, "q"), _packed(k, "k"), _packed(v, "v"), params,
                                    want_lse=return_attn_probs)
@@ -409,9 +437,11 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      return_attn_probs=False):
     """qkv: (total, 3, nheads, headdim); cu_seqlens (batch + 1,) int32 for
     queries and keys alike. Otherwise as flash_attn_varlen_func."""
-    _unsupported(dropout_p, softcap, alibi_slopes)
+    _unsupported(dropout_p)
     params = _params(softmax_scale, causal, window_size, deterministic)
     params, keep = _varlen(params, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
+    params = _modified(params, softcap, alibi_slopes,
+                       lambda: (keep[0].shape[0] - 1, qkv.shape[2]))
     if _no_grad(qkv):
         qkv = readable(qkv, "qkv", ndim=4)
         out, lse = _varlen_forward(*(x.unsqueeze(0) for x in qkv.unbind(1)), params,
@@ -428,9 +458,10 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
                                     return_attn_probs=False):
     """q: (total_q, nheads, headdim); kv: (total_k, 2, nheads_k, headdim).
     Otherwise as flash_attn_varlen_func."""
-    _unsupported(dropout_p, softcap, alibi_slopes)
+    _unsupported(dropout_p)
     params = _params(softmax_scale, causal, window_size, deterministic)
     params, keep = _varlen(params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    params = _modified(params, softcap, alibi_slopes, lambda: (keep[0].shape[0] - 1, q.shape[1]))
     if _no_grad(q, kv):
         kv = readable(kv, "kv", ndim=4)
         out, lse = _varlen_forward(_packed(q, "q"), *(x.unsqueeze(0) for x in kv.unbind(1)),
@@ -487,10 +518,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     (total_q, nheads, headdim) and softmax_lse (nheads, total_q);
     max_seqlen_q must then be at least the longest. cu_seqlens_k_new, if
     given, must equal cu_seqlens_q (new keys packed differently from the
-    queries are not supported).
+    queries are not supported). softcap and alibi_slopes ((nheads,) or
+    (batch, nheads)) as flash_attn_func, ALiBi aligned to each sequence's
+    own length.
     Returns out, or (out, softmax_lse) with return_softmax_lse.
     """
-    _unsupported(softcap=softcap, alibi_slopes=alibi_slopes)
     _lib.require("flashattn_decode", "flash_attn_with_kvcache")
     packed = cu_seqlens_q is not None
     q = readable(q, "q", ndim=3 if packed else 4)
@@ -537,6 +569,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     params = _params(softmax_scale, causal, window_size, False, num_splits)
     if packed:
         params = _lib.with_varlen(params, batch, cu_q.ctypes.data)
+    params = _modified(params, softcap, alibi_slopes, lambda: (batch, q.shape[2]))
+    if packed:
         out = torch.empty(q.shape[1:], dtype=q.dtype)
         lse = torch.empty((q.shape[2], q.shape[1]), dtype=torch.float32) \
             if return_softmax_lse else None

@@ -130,9 +130,114 @@ def _align(align):
                          "(PyTorch SDPA), got %r" % (align,)) from None
 
 
+# ---- score modifiers ----------------------------------------------------------
+
+def _strided(a):
+    """Whether flashattn_scores can address `a` where it lies: aligned,
+    native, element strides non-negative (0 broadcasts)."""
+    if not (a.flags.aligned and a.dtype.isnative):
+        return False
+    return all(stride >= 0 and stride % a.itemsize == 0
+               for size, stride in zip(a.shape, a.strides) if size > 1)
+
+
+def _scores(a, shape, name, is_bias):
+    """The flashattn_scores of a bias (float) or mask (boolean) array
+    broadcast to shape (batch, nheads, seqlen_q, seqlen_k), as NumPy
+    broadcasts (missing leading dimensions and dimensions of 1 repeat),
+    and the array it points at. Read in place through its strides, 0 on
+    the broadcast dimensions; copied only when its strides cannot be
+    given (negative, unaligned, byte-swapped) or its dtype must change:
+    a float64 bias becomes float32, a mask of wider integers nonzero-ness."""
+    a = np.asarray(a)
+    if is_bias:
+        if not a.dtype.isnative and a.dtype.kind == "f":
+            a = a.astype(a.dtype.newbyteorder("="))
+        if a.dtype == np.float64:
+            a = a.astype(np.float32)
+        elif a.dtype not in _DTYPES:
+            raise ValueError("bias: dtype %s is not supported (float32, float16, "
+                             "ml_dtypes.bfloat16; float64 is converted to float32)" % a.dtype)
+        code = _DTYPES[a.dtype]
+    else:
+        if a.dtype.kind in "iu" and a.itemsize > 1:
+            a = a != 0
+        elif a.dtype.kind not in "biu":
+            raise ValueError("mask must be boolean (True, or nonzero, attends), got dtype %s; "
+                             "give an additive float mask as bias=" % a.dtype)
+        code = _lib.F32  # (ignored: one byte per element)
+    if a.ndim > 4:
+        raise _lib.bad_shape("%s has %d dimensions: at most 4 (batch, nheads, seqlen_q, seqlen_k)"
+                             % (name, a.ndim))
+    try:
+        view = np.broadcast_to(a, shape)
+    except ValueError:
+        raise _lib.bad_shape("%s has shape %s, which does not broadcast to (batch, nheads, "
+                             "seqlen_q, seqlen_k) = %s" % (name, a.shape, shape)) from None
+    if not _strided(view):
+        view = np.broadcast_to(np.ascontiguousarray(a), shape)
+    n = view.itemsize
+    strides = [st // n if size > 1 else 0 for size, st in zip(shape, view.strides)]
+    return _lib.Scores(view.__array_interface__["data"][0], code, *shape, *strides), view
+
+
+def _trimmed(a, longest, given):
+    """A varlen bias or mask sized by the max_seqlen given (larger than the
+    longest sequence): its view over the longest sequence's rows, which is
+    the size the library reads. Other sizes are left for _scores to judge."""
+    a = np.asarray(a)
+    for axis, (n, m) in zip((-2, -1), zip(longest, given)):
+        if a.ndim >= -axis and m is not None and a.shape[axis] == m and m != n:
+            a = a[..., :n, :] if axis == -2 else a[..., :n]
+    return a
+
+
+def _float_vector(a, name, shape):
+    a = np.ascontiguousarray(a, np.float32)
+    if a.shape != shape:
+        raise _lib.bad_shape("%s must have shape %s, got %s" % (name, shape, a.shape))
+    return a
+
+
+def _modifiers(params, batch, heads, shape, softcap=0.0, alibi_slopes=None, sinks=None,
+               bias=None, mask=None, dsinks=False):
+    """params with the score modifiers, or params itself when there are
+    none. batch: sequences (alibi_slopes (batch, nheads)); heads: query
+    heads; shape: (batch, nheads, seqlen_q, seqlen_k) that bias and mask
+    broadcast to. With dsinks (and sinks given), the copy's dsinks points
+    at a new float32 (nheads,) array, its attribute .dsinks_array. The arrays
+    the copy points at live as long as it does (its .arrays)."""
+    if not softcap and alibi_slopes is None and sinks is None and bias is None and mask is None:
+        return params
+    arrays = []
+    alibi = sink_at = dsink_at = bias_t = mask_t = None
+    if alibi_slopes is not None:
+        a = np.asarray(alibi_slopes)
+        a = _float_vector(a, "alibi_slopes", (batch, heads) if a.ndim == 2 else (heads,))
+        alibi = (a.ctypes.data, heads if a.ndim == 2 else 0)
+        arrays.append(a)
+    if sinks is not None:
+        a = _float_vector(sinks, "sinks", (heads,))
+        sink_at = a.ctypes.data
+        arrays.append(a)
+    grad = np.zeros(heads, np.float32) if dsinks and sinks is not None else None
+    if grad is not None:
+        dsink_at = grad.ctypes.data
+    if bias is not None:
+        bias_t, a = _scores(bias, shape, "bias", True)
+        arrays.append(a)
+    if mask is not None:
+        mask_t, a = _scores(mask, shape, "mask", False)
+        arrays.append(a)
+    p = _lib.with_modifiers(params, softcap, alibi, sink_at, dsink_at, bias_t, mask_t)
+    p.arrays, p.dsinks_array = arrays, grad
+    return p
+
+
 def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
               align="bottom-right", return_lse=False, num_threads=0, *,
-              out=None, block_m=0, block_n=0):
+              out=None, block_m=0, block_n=0, softcap=0.0, alibi_slopes=None, sinks=None,
+              bias=None, mask=None):
     """Exact attention softmax(softmax_scale * q k^T + mask) v, FlashAttention-2's way.
 
     q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k, nheads_k,
@@ -149,15 +254,35 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
     1/sqrt(headdim). num_threads: 0 means the OpenMP default.
     block_m, block_n: tile sizes, 0 for the library's choice.
 
+    Score modifiers, applied to the scaled logit s of query i and key j in
+    this order (off by default):
+      softcap > 0     s = softcap * tanh(s / softcap) (Gemma 2);
+      alibi_slopes    (nheads,) or (batch, nheads) float32:
+                      s -= slope * |i + off - j|, off aligned as the causal
+                      diagonal (seqlen_k - seqlen_q bottom-right, 0 top-left);
+      bias            added to s: float32, float16 or bfloat16, broadcastable
+                      to (batch, nheads, seqlen_q, seqlen_k) (-inf hides a key);
+      mask            boolean, broadcastable likewise: False hides a key (as
+                      torch SDPA's bool attn_mask), on top of causal/window;
+      sinks           (nheads,) float32: a logit per head that joins every
+                      row's softmax denominator and adds no value.
+    bias and mask are read through their strides, broadcast dimensions at
+    stride 0 (no copies, unless their strides are negative or their dtype
+    must change: a float64 bias is converted to float32).
+
     Returns out with q's dtype and shape (batch, seqlen_q, nheads, headdim),
     and with return_lse also the float32 log-sum-exp of each row,
-    (batch, nheads, seqlen_q): -inf where a row sees no key (its out is 0).
-    The GIL is released while the library computes.
+    (batch, nheads, seqlen_q): -inf where a row sees no key (its out is 0;
+    with sinks its lse is the sink's logit). The GIL is released while the
+    library computes.
     """
     q, k, v = _input(q, "q"), _input(k, "k"), _input(v, "v")
     params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
                          align=_align(align), num_threads=num_threads,
                          block_m=block_m, block_n=block_n)
+    params = _modifiers(params, q.shape[0], q.shape[2], (q.shape[0], q.shape[2], q.shape[1],
+                                                         k.shape[1]),
+                        softcap, alibi_slopes, sinks, bias, mask)
     o = _output(out, q.shape[:3] + v.shape[3:], q.dtype)
     lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
     at = _lib.descriptors(pack, q, k, v, o)
@@ -169,7 +294,8 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
 
 def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None,
                        window_size=(-1, -1), align="bottom-right", deterministic=False,
-                       num_threads=0, *, dq=None, dk=None, dv=None, block_m=0, block_n=0):
+                       num_threads=0, *, dq=None, dk=None, dv=None, block_m=0, block_n=0,
+                       softcap=0.0, alibi_slopes=None, sinks=None, bias=None, mask=None):
     """Gradients (dq, dk, dv) of attention() for the upstream gradient dout.
 
     q, k, v and the options are those given to attention(); out and lse are
@@ -178,7 +304,11 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     gradients of every query head sharing their kv head. Arrays may be any
     views, as in attention(); dq, dk, dv, when given, are written in place.
     deterministic=True makes dq bit-identical across runs and thread counts
-    (dk and dv always are). The GIL is released while the library computes.
+    (dk and dv always are). The score modifiers must be those given to
+    attention(); the gradient goes through softcap, and with sinks the
+    result is (dq, dk, dv, dsinks), dsinks the float32 (nheads,) gradient
+    of the sinks. bias gets no gradient. The GIL is released while the
+    library computes.
     """
     _lib.require("flashattn_bwd", "attention_backward")
     q, k, v = _input(q, "q"), _input(k, "k"), _input(v, "v")
@@ -187,6 +317,9 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
                          align=_align(align), num_threads=num_threads,
                          block_m=block_m, block_n=block_n, deterministic=deterministic)
+    params = _modifiers(params, q.shape[0], q.shape[2], (q.shape[0], q.shape[2], q.shape[1],
+                                                         k.shape[1]),
+                        softcap, alibi_slopes, sinks, bias, mask, dsinks=True)
     dq = _output(dq, q.shape, q.dtype, "dq")
     dk = _output(dk, k.shape, k.dtype, "dk")
     dv = _output(dv, v.shape, v.dtype, "dv")
@@ -194,7 +327,13 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.ctypes.data,
                       *at[5:], ctypes.addressof(params))
     _lib.check(status, "flashattn_bwd")
-    return dq, dk, dv
+    return _gradients(dq, dk, dv, params)
+
+
+def _gradients(dq, dk, dv, params):
+    """(dq, dk, dv), and dsinks when the call had sinks."""
+    dsinks = getattr(params, "dsinks_array", None)
+    return (dq, dk, dv) if dsinks is None else (dq, dk, dv, dsinks)
 
 
 def _inplace(a, name):
@@ -289,7 +428,7 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
                            num_splits=0, num_threads=0, *, out=None, block_n=0,
                            rotary_cos=None, rotary_sin=None, rotary_interleaved=True,
                            cache_batch_idx=None, cache_leftpad=None, cu_seqlens_q=None,
-                           max_seqlen_q=None):
+                           max_seqlen_q=None, softcap=0.0, alibi_slopes=None, sinks=None):
     """Attention of q against a KV cache (inference decode), as
     flash_attn_with_kvcache.
 
@@ -323,6 +462,9 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
     every q row at cache_seqlens[b] (positions are cache rows, as
     FlashAttention-2's, leftpad or not; q is rotated whether or not k is
     given).
+    softcap, alibi_slopes (nheads,) or (batch, nheads) and sinks (nheads,):
+    the score modifiers of attention(), ALiBi aligned to each sequence's own
+    length (bias and mask are not available against a cache).
     Returns out (q's shape and dtype), and with return_lse the float32 LSE
     (batch, nheads, seqlen_q).
     """
@@ -373,6 +515,8 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
                          num_splits=num_splits)
     if packed:
         params = _lib.with_varlen(params, batch, cu_q.ctypes.data)
+    params = _modifiers(params, batch, q.shape[2], None, softcap, alibi_slopes, sinks)
+    if packed:
         o = _output(out, q.shape[1:], q.dtype)
         lse = np.empty((q.shape[2], q.shape[1]), np.float32) if return_lse else None
         o_view = o[None]
@@ -399,6 +543,22 @@ def _varlen_setup(cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqle
     return batch, cu_q, cu_k, used
 
 
+def _varlen_modifiers(params, heads, cu_q, keys, max_seqlen_q, max_seqlen_k, softcap,
+                      alibi_slopes, sinks, bias, mask, dsinks=False):
+    """_modifiers for packed sequences: bias and mask broadcast to
+    (batch, nheads, longest seqlen_q, longest seqlen_k), or sized by the
+    max_seqlen given (only the longest sequence's rows are read)."""
+    longest = (int(_lengths(cu_q).max(initial=0)), int(np.max(keys, initial=0)))
+    given = (max_seqlen_q, max_seqlen_k)
+    if bias is not None:
+        bias = _trimmed(bias, longest, given)
+    if mask is not None:
+        mask = _trimmed(mask, longest, given)
+    batch = cu_q.shape[0] - 1
+    return _modifiers(params, batch, heads, (batch, heads) + longest, softcap, alibi_slopes,
+                      sinks, bias, mask, dsinks)
+
+
 def _paged_varlen(q, k_cache, v_cache, cu_q, lens, block_table, params, return_lse, out):
     """Packed queries against a paged cache without appending: decode with
     cu_seqlens_q and the key lengths as cache seqlens (FlashAttention-2's
@@ -420,7 +580,8 @@ def _paged_varlen(q, k_cache, v_cache, cu_q, lens, block_table, params, return_l
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
                      causal=False, softmax_scale=None, window_size=(-1, -1),
                      align="bottom-right", return_lse=False, num_threads=0, *, seqused_k=None,
-                     block_table=None, out=None, block_m=0, block_n=0):
+                     block_table=None, out=None, block_m=0, block_n=0, softcap=0.0,
+                     alibi_slopes=None, sinks=None, bias=None, mask=None):
     """attention() over a batch of packed variable-length sequences, as
     flash_attn_varlen_func: no padding is stored or computed.
 
@@ -437,6 +598,12 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     paged cache (num_pages, page_size, nheads_k, headdim) and sequence b's
     keys are its first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows (or
     seqused_k[b]; cu_seqlens_k may then be None); nothing is appended.
+    Score modifiers as attention(): alibi_slopes (nheads,) or (batch,
+    nheads), one row per sequence; bias and mask broadcastable to (batch,
+    nheads, max_seqlen_q, max_seqlen_k), sequence b's query i and key j at
+    [b, :, i, j] (counted from the sequence's first row), the last two
+    dimensions 1, the longest sequence's or the max_seqlen given (bias and
+    mask are not available with block_table).
     Returns out (total_q, nheads, headdim) in q's dtype, and with
     return_lse the float32 LSE (nheads, total_q), FlashAttention-2's
     varlen layout. Other options as attention().
@@ -457,12 +624,17 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
             _cu_seqlens(cu_seqlens_k, "cu_seqlens_k", batch))
         _check_max_seqlen(max_seqlen_q, _lengths(cu_q), "max_seqlen_q")
         _check_max_seqlen(max_seqlen_k, lens, "max_seqlen_k")
+        params = _varlen_modifiers(params, q.shape[2], cu_q, lens, max_seqlen_q, max_seqlen_k,
+                                   softcap, alibi_slopes, sinks, bias, mask)
         return _paged_varlen(q, k, v, cu_q, lens, block_table, params, return_lse, out)
     k, v = _packed_input(k, "k"), _packed_input(v, "v")
     batch, cu_q, cu_k, used = _varlen_setup(cu_seqlens_q, cu_seqlens_k, seqused_k,
                                             max_seqlen_q, max_seqlen_k)
     params = _lib.with_varlen(params, batch, cu_q.ctypes.data, cu_k.ctypes.data,
                               None if used is None else used.ctypes.data)
+    params = _varlen_modifiers(params, q.shape[2], cu_q, _lengths(cu_k) if used is None else used,
+                               max_seqlen_q, max_seqlen_k, softcap, alibi_slopes, sinks, bias,
+                               mask)
     o = _output(out, q.shape[1:3] + v.shape[3:], q.dtype)
     lse = np.empty((q.shape[2], q.shape[1]), np.float32) if return_lse else None
     at = _lib.descriptors(pack, q, k, v, o[None])
@@ -476,12 +648,13 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
                               max_seqlen_q=None, max_seqlen_k=None, causal=False,
                               softmax_scale=None, window_size=(-1, -1), align="bottom-right",
                               deterministic=False, num_threads=0, *, seqused_k=None, dq=None,
-                              dk=None, dv=None, block_m=0, block_n=0):
+                              dk=None, dv=None, block_m=0, block_n=0, softcap=0.0,
+                              alibi_slopes=None, sinks=None, bias=None, mask=None):
     """Gradients (dq, dk, dv) of attention_varlen() for the upstream
     gradient dout (total_q, nheads, headdim), given its out and lse
     (nheads, total_q) and the same arrays and options; as
-    attention_backward() otherwise. dk and dv are 0 on keys past
-    seqused_k. (Paged caches have no backward.)"""
+    attention_backward() otherwise (with sinks, (dq, dk, dv, dsinks)). dk
+    and dv are 0 on keys past seqused_k. (Paged caches have no backward.)"""
     _lib.require("flashattn_bwd", "attention_varlen_backward")
     q, k, v = _packed_input(q, "q"), _packed_input(k, "k"), _packed_input(v, "v")
     out, dout = _packed_input(out, "out"), _packed_input(dout, "dout")
@@ -493,6 +666,9 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
                          block_m=block_m, block_n=block_n, deterministic=deterministic)
     params = _lib.with_varlen(params, batch, cu_q.ctypes.data, cu_k.ctypes.data,
                               None if used is None else used.ctypes.data)
+    params = _varlen_modifiers(params, q.shape[2], cu_q, _lengths(cu_k) if used is None else used,
+                               max_seqlen_q, max_seqlen_k, softcap, alibi_slopes, sinks, bias,
+                               mask, dsinks=True)
     dq = _output(dq, q.shape[1:], q.dtype, "dq")
     dk = _output(dk, k.shape[1:], k.dtype, "dk")
     dv = _output(dv, v.shape[1:], v.dtype, "dv")
@@ -500,7 +676,7 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
     status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.ctypes.data,
                       *at[5:], ctypes.addressof(params))
     _lib.check(status, "flashattn_bwd")
-    return dq, dk, dv
+    return _gradients(dq, dk, dv, params)
 
 
 def merge(outs, lses, dtype=None, num_threads=0, *, out=None):

@@ -46,12 +46,16 @@ def _header_fields(struct):
 def test_structs_mirror_the_header():
     """The ctypes mirrors have the header's fields in the header's order,
     and the library initialises each at the mirror's size (it rejects a
-    flashattn_varlen or flashattn_kv_cache of any size but its own)."""
+    flashattn_varlen or flashattn_kv_cache of any size but its own).
+    flashattn_scores has no init: its fields are all the library reads."""
     for kind, struct in [(_lib.Params, "flashattn_params"), (_lib.Varlen, "flashattn_varlen"),
-                         (_lib.KVCache, "flashattn_kv_cache")]:
+                         (_lib.KVCache, "flashattn_kv_cache"), (_lib.Scores, "flashattn_scores")]:
         assert [f[0] for f in kind._fields_] == _header_fields(struct), struct
     assert _lib.new_params().varlen is None
     assert _lib.new_params().struct_size == ctypes.sizeof(_lib.Params)
+    p = _lib.new_params()   # the modifiers start off
+    assert (p.softcap, p.alibi_slopes, p.alibi_batch_stride, p.sinks, p.dsinks, p.bias,
+            p.mask) == (0.0, None, 0, None, None, None, None)
 
 
 def test_version_and_isa():

@@ -50,7 +50,7 @@ def test_bad_mask_shape():
         flashattn.unpad_input(np.zeros((2, 4, 3)), np.ones((2, 3), bool))
 
 
-@pytest.mark.skipif(not _lib.has("flashattn_varlen_init"), reason="no varlen in the library")
+@pytest.mark.skipif(not _lib.has("flashattn_varlen_init_size"), reason="no varlen in the library")
 def test_a_padded_batch_through_attention_varlen():
     rng = np.random.default_rng(1)
     lengths = [9, 1, 0, 6]

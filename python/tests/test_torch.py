@@ -149,19 +149,14 @@ def test_calls_by_address_release_the_gil():
         assert fn is not None and not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI
 
 
-@pytest.mark.parametrize("kwargs,what", [
-    (dict(dropout_p=0.1), "dropout_p"),
-    (dict(softcap=30.0), "softcap"),
-    (dict(alibi_slopes=torch.ones(4)), "alibi_slopes"),
-])
-def test_unsupported_options_raise(kwargs, what):
+def test_dropout_raises():
     q, k, v = make((1, 4, 4, 4, 4, 8), torch.float32)
-    with pytest.raises(NotImplementedError, match=what):
-        flash_attn_func(q, k, v, **kwargs)
-    with pytest.raises(NotImplementedError, match=what):
-        flash_attn_qkvpacked_func(torch.stack([q, k, v], 2), **kwargs)
-    with pytest.raises(NotImplementedError, match=what):
-        flash_attn_kvpacked_func(q, torch.stack([k, v], 2), **kwargs)
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        flash_attn_func(q, k, v, dropout_p=0.1)
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        flash_attn_qkvpacked_func(torch.stack([q, k, v], 2), dropout_p=0.1)
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        flash_attn_kvpacked_func(q, torch.stack([k, v], 2), dropout_p=0.1)
 
 
 @pytest.mark.parametrize("make_bad,message", [
@@ -377,16 +372,6 @@ def test_kvcache_int_lengths_and_whole_cache():
     as_int = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=40, causal=True)
     assert torch.equal(whole, as_int)
     assert max_err(whole, flash_attn_func(q, k_cache, v_cache, causal=True)) <= 1e-5
-
-
-@pytest.mark.parametrize("kwargs,what", [
-    (dict(softcap=5.0), "softcap"),
-    (dict(alibi_slopes=torch.ones(4)), "alibi_slopes"),
-])
-def test_kvcache_unsupported_options_raise(kwargs, what):
-    q, k_cache, v_cache, _, _, lens = kvcache_case(torch.float32)
-    with pytest.raises(NotImplementedError, match=what):
-        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, **kwargs)
 
 
 @pytest.mark.skipif(not HAS_DECODE, reason="the C library has no flashattn_decode")

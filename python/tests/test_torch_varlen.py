@@ -24,7 +24,7 @@ from test_varlen import LONG, MASKS, MIX, check_forward, check_grads, offsets  #
 from test_varlen_decode import Case, check_sequences, rotary_tables  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
-    not (_lib.has("flashattn_varlen_init") and _lib.has("flashattn_bwd")),
+    not (_lib.has("flashattn_varlen_init_size") and _lib.has("flashattn_bwd")),
     reason="the C library has no variable-length batches")
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]

@@ -16,7 +16,7 @@ import flashattn
 from flashattn import _lib
 from test_numpy_forward import BF16, DTYPES
 
-pytestmark = pytest.mark.skipif(not _lib.has("flashattn_varlen_init"),
+pytestmark = pytest.mark.skipif(not _lib.has("flashattn_varlen_init_size"),
                                 reason="the C library has no variable-length batches")
 
 # (seq_q, seq_k) per sequence: empty sequences, single rows, seq_q > seq_k

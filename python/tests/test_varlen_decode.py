@@ -15,7 +15,7 @@ from test_numpy_forward import BF16, DTYPES
 from test_varlen import check_forward, offsets
 
 pytestmark = pytest.mark.skipif(
-    not (_lib.has("flashattn_decode") and _lib.has("flashattn_varlen_init")),
+    not (_lib.has("flashattn_decode") and _lib.has("flashattn_varlen_init_size")),
     reason="the C library has no varlen decode")
 
 

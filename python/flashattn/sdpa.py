@@ -1,0 +1,225 @@
+"""torch.nn.functional.scaled_dot_product_attention for CPU tensors,
+computed by the flashattn C library: the same arguments, shapes, masks and
+broadcasting, differentiable for query, key and value.
+
+Inputs are (batch, heads, seq, dim), as torch's, or without the batch (or
+the heads) dimension. The mask is handed to the library by its strides
+after torch's broadcast (expand: stride 0 on the broadcast dimensions), so
+a (seq_q, seq_k) mask is never copied to (batch, heads, seq_q, seq_k).
+What the library cannot compute raises (NotImplementedError): dropout,
+a mask that requires grad, float64 and other dtypes, tensors off the CPU,
+more than four dimensions, a value head dim other than the query's, a
+scale of 0 or not finite. Inputs torch itself
+rejects raise RuntimeError, as torch does.
+
+The one difference in results: a row that sees no key (a bool mask all
+False on it, a float mask all -inf, or both) gets out = 0 and zero
+gradients, as the library's rule is (O = 0, LSE = -inf). torch 2.5 and
+later give the same on the CPU; earlier torch versions return NaN rows
+there.
+"""
+
+import ctypes
+import math
+
+import torch
+
+from . import _lib
+from .torch_tensors import _DTYPES, pack, readable
+
+__all__ = ["scaled_dot_product_attention"]
+
+
+def _check(t, name):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("%s must be a torch.Tensor, got %s" % (name, type(t).__name__))
+    if not t.is_cpu:
+        raise NotImplementedError("flashattn: %s is on %s: flashattn computes on the CPU; "
+                                  "move it with .cpu()" % (name, t.device))
+    if t.dtype not in _DTYPES:
+        raise NotImplementedError("flashattn: %s: dtype %s is not supported (torch.float32, "
+                                  "torch.float16, torch.bfloat16)" % (name, t.dtype))
+
+
+def _broadcast(sizes, what):
+    """torch's broadcast of one dimension's sizes."""
+    n = max(sizes)
+    if any(s != n and s != 1 for s in sizes):
+        raise RuntimeError("scaled_dot_product_attention: the %s sizes %s of query, key and "
+                           "value do not broadcast" % (what, tuple(sizes)))
+    return n
+
+
+def _scores(mask, query_dtype, shape):
+    """attn_mask expanded to shape (batch, heads, seq_q, seq_k) as torch
+    broadcasts it, and its flashattn_scores: a bool mask (True attends) or
+    a float bias, read through the expanded strides (0 where broadcast)."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError("attn_mask must be a torch.Tensor or None, got %s" % type(mask).__name__)
+    if mask.dtype != torch.bool and mask.dtype != torch.float32 and mask.dtype != query_dtype:
+        raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query "
+                           "dtype, but got attn_mask.dtype: %s and query.dtype: %s instead."
+                           % (mask.dtype, query_dtype))
+    if not mask.is_cpu:
+        raise NotImplementedError("flashattn: attn_mask is on %s: flashattn computes on the CPU"
+                                  % mask.device)
+    if mask.requires_grad and torch.is_grad_enabled():
+        raise NotImplementedError("flashattn: attn_mask requires grad, but the C library "
+                                  "computes no gradient for an additive mask; detach it, or "
+                                  "use torch's own scaled_dot_product_attention")
+    if not 2 <= mask.dim() <= 4:
+        # (torch too rejects a 1-D mask, with an IndexError)
+        raise RuntimeError("attn_mask must have 2 to 4 dimensions, broadcastable to (batch, "
+                           "heads, seq_q, seq_k) = %s; got shape %s" % (shape, tuple(mask.shape)))
+    try:
+        m = mask.expand(shape)
+    except RuntimeError:
+        raise RuntimeError("attn_mask of shape %s does not broadcast to the attention's "
+                           "(batch, heads, seq_q, seq_k) = %s" % (tuple(mask.shape), shape)) \
+            from None
+    strides = [st if n > 1 else 0 for n, st in zip(shape, m.stride())]
+    code = _lib.F32 if m.dtype == torch.bool else _DTYPES[m.dtype]
+    return m, _lib.Scores(m.data_ptr(), code, *shape, *strides)
+
+
+def _run_forward(q, k, v, params, want_lse):
+    """out (batch, heads, seq_q, dim_v) and the LSE (batch, heads, seq_q)
+    (None unless wanted) of (batch, heads, seq, dim) q, k, v."""
+    b, h, sq, _ = q.shape
+    out = torch.empty((b, h, sq, v.shape[3]), dtype=q.dtype)
+    lse = torch.empty((b, h, sq), dtype=torch.float32) if want_lse else None
+    views = [readable(x.transpose(1, 2), name) for x, name in ((q, "query"), (k, "key"),
+                                                                (v, "value"))]
+    at = _lib.descriptors(pack, *views, out.transpose(1, 2))
+    status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, *at,
+                      None if lse is None else lse.data_ptr(), ctypes.addressof(params))
+    _lib.check(status, "flashattn_fwd")
+    return out, lse
+
+
+class _SDPAFunc(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask, params):
+        out, lse = _run_forward(q, k, v, params, True)
+        # mask is saved (not used) so that autograd reports an in-place
+        # change to it before the backward reads it again.
+        ctx.save_for_backward(q, k, v, out, lse, mask)
+        ctx.params = params
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        _lib.require("flashattn_bwd", "the gradient of scaled_dot_product_attention")
+        q, k, v, out, lse, _ = ctx.saved_tensors
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        views = [readable(x.transpose(1, 2), name) for x, name in (
+            (q, "query"), (k, "key"), (v, "value"), (out, "out"), (dout, "grad_output"))]
+        at = _lib.descriptors(pack, *views, *(x.transpose(1, 2) for x in (dq, dk, dv)))
+        status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.data_ptr(),
+                          *at[5:], ctypes.addressof(ctx.params))
+        _lib.check(status, "flashattn_bwd")
+        return dq, dk, dv, None, None
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention on CPU tensors.
+
+    query (batch, heads_q, seq_q, dim), key and value (batch, heads_k,
+    seq_k, dim), float32, float16 or bfloat16 (all one dtype); 3-D
+    (heads, seq, dim) and 2-D (seq, dim) inputs too.
+    Batch and head sizes broadcast as torch's (a size of 1 repeats);
+    enable_gqa=True lets heads_q be a multiple of heads_k, query head h
+    using key head h // (heads_q // heads_k).
+    attn_mask: bool (True attends) or float (added to the scaled logits;
+    float32 or query's dtype), broadcastable to (batch, heads_q, seq_q,
+    seq_k); never copied. is_causal: query i sees keys j <= i (top-left,
+    as torch, also when seq_q != seq_k); with attn_mask it is an error, as
+    in torch. scale: None is 1/sqrt(dim).
+    Returns (batch, heads_q, seq_q, dim) in query's dtype (the input's
+    number of dimensions), differentiable for query, key and value.
+
+    Difference from torch: a row that sees no key (all False in a bool
+    mask, all -inf in a float one) gives out = 0 and zero gradients (the
+    library's rule: O = 0, LSE = -inf). torch 2.5 and later do the same
+    on the CPU; earlier torch versions return NaN rows.
+    Raises NotImplementedError for what the library cannot compute:
+    dropout_p > 0, an attn_mask that requires grad, float64 or other
+    dtypes, tensors off the CPU, more than 4 dimensions, a value head dim
+    other than query's, a scale of 0 or not finite.
+    """
+    if dropout_p != 0.0:
+        raise NotImplementedError("flashattn: dropout_p=%r is not supported (the C library has "
+                                  "no dropout); pass dropout_p=0.0" % (dropout_p,))
+    for t, name in ((query, "query"), (key, "key"), (value, "value")):
+        _check(t, name)
+    if not query.dtype == key.dtype == value.dtype:
+        raise RuntimeError("Expected query, key, and value to have the same dtype, but got "
+                           "query.dtype: %s key.dtype: %s and value.dtype: %s instead."
+                           % (query.dtype, key.dtype, value.dtype))
+    ndim = query.dim()
+    if key.dim() != ndim or value.dim() != ndim:
+        raise NotImplementedError("flashattn: query, key and value must have the same number "
+                                  "of dimensions, got %d, %d, %d" % (ndim, key.dim(), value.dim()))
+    if ndim > 4:
+        raise NotImplementedError("flashattn: inputs of %d dimensions are not supported: "
+                                  "(batch, heads, seq, dim) at most" % ndim)
+    if ndim < 2:
+        raise RuntimeError("scaled_dot_product_attention: query must have at least 2 "
+                           "dimensions (seq, dim), got %d" % ndim)
+    if attn_mask is not None and is_causal:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                           "set when is_causal=True")
+    if scale is not None:
+        scale = float(scale)
+        if scale == 0.0 or not math.isfinite(scale):
+            raise NotImplementedError("flashattn: scale=%r is not supported (the library "
+                                      "takes finite, nonzero scales)" % scale)
+    if ndim == 4:
+        q, k, v = query, key, value
+    else:
+        lead = (None,) * (4 - ndim)
+        q, k, v = query[lead], key[lead], value[lead]
+    seq_q, seq_k, dim = q.shape[2], k.shape[2], q.shape[3]
+    if k.shape[3] != dim or v.shape[2] != seq_k:
+        raise RuntimeError("scaled_dot_product_attention: key must be (.., seq_k, %d) and value "
+                           "(.., seq_k, dim_v), got key %s, value %s"
+                           % (dim, tuple(key.shape), tuple(value.shape)))
+    if v.shape[3] != dim:
+        raise NotImplementedError("flashattn: value's head dim (%d) must equal query's and "
+                                  "key's (%d)" % (v.shape[3], dim))
+    batch = _broadcast([q.shape[0], k.shape[0], v.shape[0]], "batch")
+    hq, hk, hv = q.shape[1], k.shape[1], v.shape[1]
+    if enable_gqa:
+        if hk != hv:
+            raise NotImplementedError("flashattn: enable_gqa with key and value of different "
+                                      "head counts (%d, %d) is not supported" % (hk, hv))
+        if hk == 0 or hq % hk:
+            raise RuntimeError("Number of heads in key and value must divide the number of "
+                               "heads in query")
+        heads = hq
+    else:
+        heads = _broadcast([hq, hk, hv], "heads")
+        if not hk == hv == 1:   # (one key head for all query heads is MQA as it is)
+            hk = hv = heads
+    if q.shape[:2] != (batch, heads):
+        q = q.expand(batch, heads, seq_q, dim)
+    if k.shape[:2] != (batch, hk):
+        k = k.expand(batch, hk, seq_k, dim)
+    if v.shape[:2] != (batch, hv):
+        v = v.expand(batch, hv, seq_k, v.shape[3])
+
+    params = _lib.params(scale=scale, causal=bool(is_causal), align=_lib.ALIGN_TOP_LEFT,
+                         num_threads=torch.get_num_threads())
+    mask = None
+    if attn_mask is not None:
+        mask, scores = _scores(attn_mask, query.dtype, (batch, heads, seq_q, seq_k))
+        if mask.dtype == torch.bool:
+            params = _lib.with_modifiers(params, mask=scores)
+        else:
+            params = _lib.with_modifiers(params, bias=scores)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        out = _SDPAFunc.apply(q, k, v, mask, params)
+    else:
+        out, _ = _run_forward(q, k, v, params, False)
+    return out[(0,) * (4 - ndim)] if ndim < 4 else out
