@@ -144,15 +144,11 @@ def test_reference_gradients_by_finite_differences():
 
 
 def near_sink(lse, sinks):
-    """LSE of rows without keys against the sink logits: the header says
-    equal; the library goes through base 2 (the sink rounded to float as
-    sink * log2(e), then times ln 2), which can move it by an ulp
-    (test_lse_without_keys_is_the_sink_exactly)."""
-    return np.all(np.abs(lse - sinks) <= 2 * np.spacing(np.abs(sinks)))
+    """LSE of rows without keys against the sink logits: equal, as the
+    header says (test_lse_without_keys_is_the_sink_exactly)."""
+    return np.all(lse == sinks)
 
 
-@pytest.mark.xfail(strict=True, reason="C library: a row without keys gets LSE = sink "
-                   "within an ulp, not exactly (src/driver/softmax.h's base-2 round trip)")
 def test_lse_without_keys_is_the_sink_exactly():
     q = np.ones((1, 1, 1, 8), np.float32)
     k = np.zeros((1, 4, 1, 8), np.float32)
