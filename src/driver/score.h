@@ -143,8 +143,13 @@ static inline void fa_softcap(const fa_kernels *kern, float *x, int64_t n, float
 static inline void fa_score_row(const fa_kernels *kern, const fa_scores *sc, float *row, int64_t i,
                                 int64_t j0, int64_t n, int full, int tile) {
     if (sc->cap2 != 0.0f) fa_softcap(kern, row, n, sc->cap2, NULL);
-    if (sc->slope2 != 0.0f)
-        for (int64_t j = 0; j < n; j++) row[j] += fa_alibi2(sc, i, j0 + j);
+    if (sc->slope2 != 0.0f) {
+        /* |i + diag - j| as at - j in float, j an int32 (n <= FA_MAX_BLOCK):
+         * a loop the compiler vectorises, exact while the distance is
+         * below 2^24 and within an ulp of the logit past it */
+        const float at = (float)(i + sc->mask->diag - j0), slope = sc->slope2;
+        for (int32_t j = 0; j < (int32_t)n; j++) row[j] -= slope * fabsf(at - (float)j);
+    }
     fa_score_arrays(sc, row, 1, i, j0, n, tile == FA_TILE_MIXED);
     if (!full) fa_mask_row(sc->mask, row, i, j0, n);
 }

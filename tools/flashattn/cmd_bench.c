@@ -69,7 +69,8 @@ static void usage(FILE *f) {
                 i ? "" : ", the default");
     fprintf(f, ", --decode (KV-cache decode against read bandwidth: see bench --decode --help)");
     fprintf(f, ", --varlen (packed sequences of mixed lengths against padded and per-sequence\n"
-               "calls, forward or --bwd: see bench --varlen --help)");
+               "calls, forward or --bwd: see bench --varlen --help), --modifiers (softcap, ALiBi,\n"
+               "bias and boolean masks against the calls they should cost like)");
     fprintf(f,
             ".\nStandard attention needing more than %.0f GiB is reported n/a.\n"
             "Threads are pinned (OMP_PROC_BIND=spread OMP_PLACES=cores, by re-running itself)\n"
@@ -337,6 +338,7 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--decode")) return bench_decode_cmd(argc, argv);
         else if (!strcmp(argv[i], "--varlen")) return bench_varlen_cmd(argc, argv);
+        else if (!strcmp(argv[i], "--modifiers")) return bench_modifiers_cmd(argc, argv);
     bench_opts o;
     const bench_mode *mode;
     int rc = parse_args(argc, argv, &o, &mode);
