@@ -33,9 +33,10 @@ if kind == "bench":
         # the peak loop timed in the row's rounds: a rate of the same loop
         # as the peak measured at start. A unit slip (ms for s) lands 1000x
         # out; a shared machine's moments do not (one busy run here read
-        # 0.28x, with 2 threads on one core), so the bounds are wide.
+        # 0.28x with 2 threads on one core, and a sanitizer build beside
+        # another test 0.03x), so the bounds are wide: 10x inside the slip.
         assert num(r["peak_rounds_gflops"]) and r["peak_rounds_gflops"] > 0, r
-        assert 0.05 <= r["peak_rounds_gflops"] / r["peak_gflops"] <= 20, r
+        assert 0.01 <= r["peak_rounds_gflops"] / r["peak_gflops"] <= 100, r
         assert abs(r["pct_peak_rounds"] - 100 * r["flash_gflops"] / r["peak_rounds_gflops"]) <= 1e-6 * r["pct_peak_rounds"], r
 else:
     for r in rows:
