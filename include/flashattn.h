@@ -33,6 +33,21 @@
  *     PyTorch's scaled_dot_product_attention with is_causal). A window bound
  *     of -1 is unbounded; causal is window_right = 0.
  *   - A row that sees no key gets O = 0 and LSE = -inf.
+ *   - NaN and Inf: every output is the IEEE evaluation of its formula over
+ *     what it depends on, with one rule: in every product 0 times anything
+ *     (Inf and NaN included) is 0. So nothing reaches a row from a key it
+ *     does not see (causal, window, mask, a -inf bias, past seqused_k or
+ *     its sequence): that key's weight P is 0, whatever its K and V hold;
+ *     nor from a key whose weight rounds to 0 in f32. A NaN among the
+ *     scores a row sees (from its Q row, a visible key's K, a bias), or a
+ *     +Inf score, makes that row's O and LSE NaN; a NaN or Inf in a
+ *     visible key's V propagates into O as the sum P V gives it. The
+ *     backward follows the same rule: dQ of a row from what the row sees,
+ *     dK and dV of a key from the rows that see it with nonzero weight.
+ *     Scores are formed in f32: one beyond its range is +-Inf, and the
+ *     rule applies (a +Inf score gives NaN), as in a plain f32 softmax.
+ *     Calls with only finite inputs never take the slower path this rule
+ *     needs; a call that meets a NaN or Inf may take several times longer.
  *   - f16 and bf16 inputs are computed with f32 products, an f32 softmax and
  *     f32 accumulation; O is rounded to its dtype once, at the end. One
  *     exception: on the paths with a bf16 dot-product instruction ("amx",
@@ -433,7 +448,8 @@ FLASHATTN_API flashattn_status flashattn_decode(
  *   o_parts[n]    [batch, seq, heads, head_dim], any dtype (f32 partials keep
  *                 the merge exact to f32 rounding)
  *   lse_parts[n]  [batch, heads, seq] float32, natural log, as flashattn_fwd
- *                 writes it; finite or -inf
+ *                 writes it; finite or -inf (NaN, from a part that met a
+ *                 NaN, makes the row's O and LSE NaN)
  *   o             same shape, any dtype; lse [batch, heads, seq] or NULL
  * A part whose LSE is -inf for a row contributes nothing to that row (its O
  * row is not read); a row whose parts are all -inf gets O = 0, LSE = -inf.

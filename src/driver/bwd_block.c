@@ -35,6 +35,7 @@
 #include "core/mask.h"
 #include "core/size.h"
 #include "driver/bwd.h"
+#include "driver/careful.h"
 #include "driver/pack.h"
 #include "driver/score.h"
 
@@ -141,6 +142,12 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
         float *p = st + r * lt, *ds = dpt + r * lt;
         /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
         kern->exp2_sum(p, m16, 0.0f);
+        if (kern->careful) { /* the rule for non-finite inputs: 0 times anything is 0 */
+            for (int64_t c = 0; c < m16; c++) ds[c] = fa_careful_mul(ds[c], p[c]);
+            for (int64_t c = 0; sc.cap2 != 0.0f && c < m; c++)
+                ds[c] = fa_careful_mul(ds[c], t->dcap[r * lt + c]);
+            continue;
+        }
         for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
         if (sc.cap2 != 0.0f) /* dS of the raw logit: times d(softcap)/ds */
             for (int64_t c = 0; c < m; c++) ds[c] *= t->dcap[r * lt + c];
@@ -195,7 +202,7 @@ static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, const fa_seq
     return q;
 }
 
-void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                     const fa_seq *seq, int64_t hk, void *gbase, int slot, int64_t j0, int64_t j1,
                     void *tw, const uint8_t *tiles) {
     const fa_problem *f = &pb->f;
@@ -254,9 +261,11 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
     if (plan->bf16_dot) kern->gemm_bf16_done();
 
     const fa_store_fn store = plan->stream_dkv ? kern->store_stream : kern->store;
+    const int finite = fa_floats_finite(t.dk, keys * dp) && fa_floats_finite(t.dv, keys * dp);
     for (int r = 0; r < keys; r++) {
         store((void *)fa_row_ptr(pb->dk, b, k0 + j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);
         store((void *)fa_row_ptr(pb->dv, b, k0 + j0 + r, hk), pb->dv->dtype, t.dv + r * dp, d, 1.0f);
     }
     if (plan->stream_dkv) kern->store_fence();
+    return finite;
 }

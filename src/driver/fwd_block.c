@@ -34,6 +34,7 @@
 
 #include "core/mask.h"
 #include "core/size.h"
+#include "driver/careful.h"
 #include "driver/fwd.h"
 #include "driver/pack.h"
 #include "driver/score.h"
@@ -202,7 +203,6 @@ FA_INLINE void block(fwd_qblock *t, const int dot) {
         for (int s = 0; s < t->strips; s++) t->started[s] |= t->cols[s] > 0;
     }
     if (dot) t->kern->gemm_bf16_done();
-    finalize_rows(t);
 }
 
 void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
@@ -219,7 +219,6 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.sc = fa_scores_of_tiles(pb, seq, h, tiles, (pb->seq_q + bm - 1) / bm, (pb->seq_k + bn - 1) / bn);
     t.m = (int)(i1 - i0);
     t.strips = (t.m + kern->mr - 1) / kern->mr;
-    memset(started, 0, (size_t)t.strips);
     t.q = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_Q, 0);
     t.s = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_S, 0);
     t.acc = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0);
@@ -229,8 +228,19 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.p16 = (uint16_t *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_P16, 0);
     t.kp = (const float *)fa_region_at(&plan->group, group, FA_FWD_GROUP_K, 0);
     t.vp = (const float *)fa_region_at(&plan->group, group, FA_FWD_GROUP_V, 0);
-    if (plan->bf16_dot)
-        block(&t, 1);
-    else
-        block(&t, 0);
+    /* fast, then once more on the careful table if a NaN or Inf showed up
+     * (driver/careful.h) */
+    fa_kernels careful;
+    for (int pass = 0;; pass++) {
+        memset(started, 0, (size_t)t.strips);
+        if (plan->bf16_dot)
+            block(&t, 1);
+        else
+            block(&t, 0);
+        if (pass || fa_softmax_rows_finite(t.acc, pb->head_dim_pad, pb->head_dim, t.mx, t.ls, t.m))
+            break;
+        careful = fa_careful_kernels(kern);
+        t.kern = &careful;
+    }
+    finalize_rows(&t);
 }

@@ -20,18 +20,34 @@
 
 #define FA_LN2 0.69314718055994530942
 
+/* Whether x[0..n) holds a NaN. */
+static inline int fa_has_nan(const float *x, int64_t n) {
+    int nan = 0;
+    for (int64_t i = 0; i < n; i++) nan |= x[i] != x[i];
+    return nan;
+}
+
 /* The step, with bmax the row's max over this step's scores: S turned
  * into P in place,
  *   m' = max(m, bmax);  P = exp2(S - m');  l = l * 2^(m - m') + rowsum P;
  *   acc[0..acc_n) *= 2^(m - m'), unless acc holds nothing yet (first) or
  *   m did not change.
  * A row that has seen no visible key yet gets P = 0 and keeps m = -inf
- * (exp2(-inf - -inf) would be NaN). */
+ * (exp2(-inf - -inf) would be NaN). row_max need not see NaNs (kernels.h):
+ * a NaN score next to finite ones reaches l through exp2_sum, and one
+ * among only hidden (-inf) scores is caught here, where the row would
+ * otherwise pass for one that sees no key. Such a row, and any row whose
+ * m is NaN, becomes NaN: m = l = P = NaN. */
 static inline void fa_softmax_row_exp(const fa_kernels *kern, float *row, int64_t n, float bmax,
                                       float *m, float *l, float *acc, int64_t acc_n, int first) {
     const float mnew = bmax > *m ? bmax : *m;
-    if (mnew == -INFINITY) {
+    if (mnew == -INFINITY && !fa_has_nan(row, n)) {
         memset(row, 0, (size_t)n * sizeof(float));
+        return;
+    }
+    if (mnew != mnew || mnew == -INFINITY) {
+        for (int64_t i = 0; i < n; i++) row[i] = NAN;
+        *m = *l = NAN;
         return;
     }
     /* 0 when m was -inf, 1 when m did not change: exactly what exp2f

@@ -204,6 +204,11 @@ typedef struct fa_kernels {
      * the library: the drivers at the end of every work item. Results
      * never depend on where runs begin or end. */
     void (*gemm_bf16_done)(void);
+    /* 1 only in the non-finite rerun's table (driver/careful.h): its
+     * products leave out terms with a zero factor, and the drivers' own
+     * elementwise products (dS = P * dP, D = rowsum(dO * O)) must do the
+     * same. 0 in every ISA's table. */
+    int careful;
 } fa_kernels;
 
 /* The tables, one a path of kernels/isa_list.h, each defined by its

@@ -8,6 +8,7 @@
 #include "api/validate.h"
 #include "reference/attn_f64.h"
 #include "reference/keys_ref.h"
+#include "reference/rule_ref.h"
 #include "reference/score_ref.h"
 
 static flashattn_status problem(const flashattn_tensor *q, const flashattn_tensor *k,
@@ -32,17 +33,21 @@ static int softmax_row(const fa_problem *pb, const flashattn_params *p, double s
                        int64_t lo, int64_t end, double *pr, double *dcap) {
     const int64_t d = pb->head_dim, hk = h / pb->group;
     double mx = fa_ref_sink(p, h), sum = 0.0;
+    int nan = 0;
     for (int64_t j = lo; j < end; j++) {
         const double *kj = kd + ((b * pb->seq_k + j) * pb->heads_kv + hk) * d;
-        double acc = 0.0;
-        for (int64_t c = 0; c < d; c++) acc += qi[c] * kj[c];
-        pr[j] = fa_ref_score(pb, p, b, h, i, j, acc * scale, &dcap[j]);
+        pr[j] = fa_ref_score(pb, p, b, h, i, j, fa_ref_dot(qi, kj, d) * scale, &dcap[j]);
+        nan |= isnan(pr[j]);
         if (pr[j] > mx) mx = pr[j];
+    }
+    if (nan) { /* the row is NaN; keys it does not see keep P = 0 */
+        for (int64_t j = lo; j < end; j++) pr[j] = pr[j] == -INFINITY ? 0.0 : NAN;
+        return 1;
     }
     if (end <= lo || mx == -INFINITY) return 0; /* -inf: every key hidden, no sink */
     if (p->sinks) sum += exp(fa_ref_sink(p, h) - mx);
     for (int64_t j = lo; j < end; j++) sum += (pr[j] = exp(pr[j] - mx));
-    for (int64_t j = lo; j < end; j++) pr[j] /= sum;
+    for (int64_t j = lo; j < end; j++) pr[j] = pr[j] == 0.0 ? 0.0 : pr[j] / sum;
     return 1;
 }
 
@@ -74,7 +79,7 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
                 if (!softmax_row(&pb, &pp, scale, qd + row, kd, b, h, i, lo, end, pr, dcap)) continue;
                 for (int64_t j = lo; j < end; j++) {
                     const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
-                    for (int64_t c = 0; c < d; c++) oi[c] += pr[j] * vj[c];
+                    for (int64_t c = 0; c < d; c++) oi[c] += fa_ref_mul(pr[j], vj[c]);
                 }
             }
     free(pr), free(dcap);
@@ -115,18 +120,16 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
                 double D = 0.0;
                 for (int64_t j = lo; j < end; j++) {
                     const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
-                    double acc = 0.0;
-                    for (int64_t c = 0; c < d; c++) acc += doi[c] * vj[c];
-                    dp[j] = acc;
-                    D += pr[j] * acc;
+                    dp[j] = fa_ref_dot(doi, vj, d);
+                    D += fa_ref_mul(pr[j], dp[j]);
                 }
                 for (int64_t j = lo; j < end; j++) {
                     const size_t krow = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
-                    const double ds = pr[j] * (dp[j] - D) * dcap[j];
+                    const double ds = fa_ref_mul(fa_ref_mul(pr[j], dp[j] - D), dcap[j]);
                     for (int64_t c = 0; c < d; c++) {
-                        dqi[c] += scale * ds * kd[krow + c];
-                        dk[krow + c] += scale * ds * qi[c];
-                        dv[krow + c] += pr[j] * doi[c];
+                        dqi[c] += scale * fa_ref_mul(ds, kd[krow + c]);
+                        dk[krow + c] += scale * fa_ref_mul(ds, qi[c]);
+                        dv[krow + c] += fa_ref_mul(pr[j], doi[c]);
                     }
                 }
             }
@@ -179,8 +182,7 @@ flashattn_status fa_reference_dsinks_f64(const flashattn_tensor *q, const flasha
         for (int64_t b = 0; b < pb.batch; b++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
                 const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
-                double D = 0.0;
-                for (int64_t c = 0; c < d; c++) D += dod[row + c] * o[row + c];
+                const double D = fa_ref_dot(dod + row, o + row, d);
                 sum += exp((double)pp.sinks[h] - lse[(b * pb.heads_q + h) * pb.seq_q + i]) * D;
             }
         dsinks[h] = -sum;
