@@ -117,7 +117,10 @@ typedef struct flashattn_tensor {
     int64_t stride_batch, stride_seq, stride_head, stride_dim; /* stride_dim must be 1 */
 } flashattn_tensor;
 
-/* Describe a contiguous [batch, seq, heads, dim] tensor (FlashAttention's layout). */
+/* Describe a contiguous [batch, seq, heads, dim] tensor (FlashAttention's
+ * layout). A stride whose product overflows int64 comes out INT64_MAX,
+ * which the entry points reject (FLASHATTN_ERR_OVERFLOW) unless the tensor
+ * is empty. */
 FLASHATTN_API flashattn_tensor flashattn_tensor_bshd(void *data, flashattn_dtype dtype,
                                                      int64_t batch, int64_t seqlen,
                                                      int64_t heads, int64_t head_dim);

@@ -210,7 +210,7 @@ flashattn_status fa_read_params(const flashattn_params *user, flashattn_params *
 static flashattn_status tensor_extent(const flashattn_tensor *t, const char *name) {
     const int64_t dims[4] = {t->batch, t->seqlen, t->heads, t->head_dim};
     const int64_t strides[4] = {t->stride_batch, t->stride_seq, t->stride_head, t->stride_dim};
-    int64_t last = 0;
+    int64_t last = 0, count = 1;
     for (int i = 0; i < 4; i++) {
         int64_t term;
         if (dims[i] == 0) return FLASHATTN_OK; /* empty: nothing is addressed */
@@ -218,6 +218,11 @@ static flashattn_status tensor_extent(const flashattn_tensor *t, const char *nam
             __builtin_add_overflow(last, term, &last))
             return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: its extent overflows 64 bits", name);
     }
+    /* The element count too, even where strides of 0 make the extent small:
+     * the planners count rows, heads and groups in int64. */
+    for (int i = 0; i < 4; i++)
+        if (__builtin_mul_overflow(count, dims[i], &count))
+            return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: its element count overflows 64 bits", name);
     size_t bytes;
     if ((uint64_t)last >= SIZE_MAX / 8 ||
         !fa_mul_size((size_t)last + 1, (size_t)fa_dtype_bytes(t->dtype), &bytes))
@@ -487,8 +492,10 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     /* As in the forward, with the capacity bounding every sequence. */
     pb->left = p->window_left;
     pb->right = p->window_right;
-    if (pb->left > pb->seq_q + capacity) pb->left = -1;
-    if (pb->right > pb->seq_q + capacity) pb->right = -1;
+    /* left > seq_q + capacity, which can pass INT64_MAX, as a difference of
+     * two sizes */
+    if (pb->left - capacity > pb->seq_q) pb->left = -1;
+    if (pb->right - capacity > pb->seq_q) pb->right = -1;
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
     return FLASHATTN_OK;
 }
@@ -569,8 +576,8 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     pb->right = p->window_right;
     /* A bound wider than both sequences is no bound; dropping it also keeps
      * i + diag -/+ bound far from int64 overflow. */
-    if (pb->left > pb->seq_q + pb->seq_k) pb->left = -1;
-    if (pb->right > pb->seq_q + pb->seq_k) pb->right = -1;
+    if (pb->left - pb->seq_k > pb->seq_q) pb->left = -1; /* left > seq_q + seq_k, as above */
+    if (pb->right - pb->seq_k > pb->seq_q) pb->right = -1;
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
     return check_score_arrays(p, pb);
 }
