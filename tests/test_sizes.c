@@ -99,9 +99,10 @@ static void broadcast_huge(void) {
         s = flashattn_fwd_workspace_size(&qq, &kk, &kk, &qq, NULL, &p, &ws);
         TT_CHECK(sane(s), "batch 2^62: fwd workspace status %d", s);
     }
-    /* ~2^31 keys hold ~160 GiB of work space at most: a size, not OVERFLOW */
-    flashattn_tensor q = tensor(buf, 1, 1, 1, 128), k = tensor(buf, 1, (int64_t)1 << 31, 1, 128);
-    flashattn_tensor o = flashattn_tensor_bshd(buf, FLASHATTN_F32, 1, 1, 1, 128);
+    /* 2^31 keys pack into 2 TiB: a size, not OVERFLOW (a tile size of
+     * 2^31 keys cast to int went negative) */
+    flashattn_tensor q = tensor(buf, 1, 1024, 8, 128), k = tensor(buf, 1, (int64_t)1 << 31, 8, 128);
+    flashattn_tensor o = flashattn_tensor_bshd(buf, FLASHATTN_F32, 1, 1024, 8, 128);
     flashattn_params p = flashattn_params_default();
     size_t ws = 0;
     const flashattn_status s = flashattn_fwd_workspace_size(&q, &k, &k, &o, NULL, &p, &ws);

@@ -121,8 +121,9 @@ static flashattn_status choose_tiles(const fa_problem *pb, const flashattn_param
     /* A tuned block_n shrinks to the keys there are (as the rule's does),
      * a tuned block_m to the work there is: a file entry measured on long
      * sequences must not leave threads idle on short ones. */
-    const int keys = (int)fa_round_up((size_t)(pb->seq_k > 0 ? pb->seq_k : 1), (size_t)kern->nr);
-    if (tune_n > keys && keys <= FA_MAX_BLOCK) tune_n = keys;
+    const int64_t keys = pb->seq_k > FA_MAX_BLOCK ? FA_MAX_BLOCK + 1
+                                                  : fa_round_up_i64(pb->seq_k > 0 ? pb->seq_k : 1, kern->nr);
+    if (tune_n > keys && keys <= FA_MAX_BLOCK) tune_n = (int)keys;
     if (tune_m) tune_m = fa_tile_fit_threads(&q, tune_m);
 
     plan->block_m = p->block_m ? p->block_m : env_m ? env_m : tune_m ? tune_m : rule_m;
