@@ -81,6 +81,8 @@ extern "C" {
 #define FLASHATTN_VERSION_PATCH 0
 
 #define FLASHATTN_MAX_HEAD_DIM 256
+/* The longest sequence flashattn_bwd takes (see there). */
+#define FLASHATTN_MAX_BWD_SEQ ((int64_t)1 << 24)
 
 typedef enum flashattn_status {
     FLASHATTN_OK = 0,
@@ -485,7 +487,12 @@ FLASHATTN_API flashattn_status flashattn_merge(int64_t n_parts, const flashattn_
  * All arithmetic is f32. P is recomputed tile by tile as exp(scale Q K^T -
  * LSE), never stored whole; D = rowsum(dO * O) uses o as given. A row whose
  * lse is -inf (it saw no key) contributes nothing and gets dq = 0; keys no
- * query sees get dk = dv = 0.
+ * query sees get dk = dv = 0. Its sums run in f32 chains as long as a
+ * sequence, which stop taking terms near 2^24 of them, so the backward
+ * takes at most FLASHATTN_MAX_BWD_SEQ keys and as many query rows per
+ * kv-head (seq_q * heads_q / heads_kv) a sequence: longer ones get
+ * FLASHATTN_ERR_UNSUPPORTED. (The forward and decode fold their sums into
+ * double every 65536 keys and take any length.)
  *
  * Work is parallel over (batch, kv-head, block of block_n keys); each work
  * item owns its dk/dv rows, so dk and dv are always bit-identical whatever

@@ -199,7 +199,28 @@ static void window_near_capacity_limit(void) {
     tt_free(&q), tt_free(&kv), tt_free(&vv), tt_free(&o);
 }
 
+/* The backward's documented limit: FLASHATTN_MAX_BWD_SEQ keys, and as
+ * many query rows per kv-head; one more is UNSUPPORTED, nothing written. */
+static void bwd_limit(void) {
+    float buf[64] = {0};
+    const int64_t L = FLASHATTN_MAX_BWD_SEQ;
+    const int64_t shapes[][3] = {{1, L + 1, 1}, {L + 1, 1, 1}, {L / 2 + 1, 1, 2}, {L, L, 1}};
+    for (int c = 0; c < 4; c++) {
+        const int64_t sq = shapes[c][0], sk = shapes[c][1], g = shapes[c][2];
+        flashattn_tensor q = tensor(buf, 1, sq, g, 16), k = tensor(buf, 1, sk, 1, 16);
+        flashattn_tensor o = flashattn_tensor_bshd(buf, FLASHATTN_F32, 1, sq, g, 16);
+        flashattn_tensor dk = flashattn_tensor_bshd(buf, FLASHATTN_F32, 1, sk, 1, 16);
+        flashattn_params p = flashattn_params_default();
+        size_t ws = 0;
+        const flashattn_status s = flashattn_bwd_workspace_size(&q, &k, &k, &o, &o, buf, &o, &dk, &dk, &p, &ws);
+        const flashattn_status want = c < 3 ? FLASHATTN_ERR_UNSUPPORTED : FLASHATTN_OK;
+        TT_CHECK(s == want, "bwd of seq_q %lld, seq_k %lld, group %lld: status %d, want %d", (long long)sq,
+                 (long long)sk, (long long)g, s, want);
+    }
+}
+
 int main(void) {
+    bwd_limit();
     helpers();
     empty_huge();
     broadcast_huge();

@@ -595,6 +595,13 @@ flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tens
                                  fa_bwd_problem *pb) {
     flashattn_status s;
     if ((s = fa_validate_fwd(q, k, v, o, NULL, p, &pb->f))) return s;
+    if (pb->f.seq_k > FLASHATTN_MAX_BWD_SEQ ||
+        (pb->f.group > 0 && pb->f.seq_q > FLASHATTN_MAX_BWD_SEQ / pb->f.group))
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
+                       "backward: a sequence of %lld keys and %.0f query rows per kv-head: at most "
+                       "%lld of each (the f32 sums; flashattn.h)",
+                       (long long)pb->f.seq_k, (double)pb->f.seq_q * (double)pb->f.group,
+                       (long long)FLASHATTN_MAX_BWD_SEQ);
     if ((s = check_tensor(dout, "dout")) || (s = check_tensor(dq, "dq")) ||
         (s = check_tensor(dk, "dk")) || (s = check_tensor(dv, "dv")))
         return s;

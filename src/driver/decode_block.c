@@ -195,6 +195,14 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     float *mx = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_MAX, 0);
     float *ls = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_SUM, 0);
     float *wk = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_WIDE, 0);
+    const fa_softmax_totals total = {
+        (double *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_ACC, 0),
+        (double *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_SUM, 0),
+        (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_MAX, 0), dpad};
+    /* rows past FA_SUM_CHUNK keys fold their sums every fold_every keys of
+     * the split (driver/softmax.h) */
+    const int long_rows = pb->seq_k > FA_SUM_CHUNK;
+    const int64_t fold_every = FA_SUM_CHUNK / bn * bn;
 
     /* fast, then once more on the careful table if a NaN or Inf showed up
      * (driver/careful.h) */
@@ -215,8 +223,11 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         fa_mask_split(fa_mask_lo(mask, i0), fa_mask_end(mask, i1 - 1), split, plan->num_splits, bn,
                       &j_beg, &j_end);
         int first = 1;
+        if (long_rows) fa_softmax_totals_clear(&total, m);
         for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
             const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
+            if (long_rows && j0 > j_beg && (j0 - j_beg) % fold_every == 0)
+                for (int r = 0; r < m; r++) fa_softmax_fold(&total, r, acc + r * dpad, d, mx[r], &ls[r]);
 
             /* Keys in pieces, every head of a piece before the next piece: the
              * cache is read in address order, which the hardware prefetchers
@@ -274,6 +285,7 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
             }
             first = 0;
         }
+        for (int r = 0; long_rows && r < m; r++) fa_softmax_unfold(&total, r, acc + r * dpad, d, mx[r], &ls[r]);
         if (pass || fa_softmax_rows_finite(acc, dpad, d, mx, ls, m)) break;
         careful = fa_careful_kernels(kern);
         kern = &careful;

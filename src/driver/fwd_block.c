@@ -61,6 +61,7 @@ typedef struct {
     int32_t *cols;
     uint8_t *first, *started;
     int tile; /* the boolean mask's state of the current tile (FA_TILE_*) */
+    fa_softmax_totals total; /* rows past FA_SUM_CHUNK keys (driver/softmax.h) */
 } fwd_qblock;
 
 FA_INLINE int strip_rows(const fwd_qblock *t, int s) {
@@ -187,12 +188,31 @@ FA_INLINE void finalize_rows(fwd_qblock *t) {
     }
 }
 
+/* Every row's f32 sums into its double totals (driver/softmax.h). */
+static void fold_rows(fwd_qblock *t) {
+    const int64_t dp = t->pb->head_dim_pad;
+    for (int r = 0; r < t->m; r++)
+        fa_softmax_fold(&t->total, r, t->acc + r * dp, t->pb->head_dim, t->mx[r], &t->ls[r]);
+}
+
+static void unfold_rows(fwd_qblock *t) {
+    const int64_t dp = t->pb->head_dim_pad;
+    for (int r = 0; r < t->m; r++)
+        fa_softmax_unfold(&t->total, r, t->acc + r * dp, t->pb->head_dim, t->mx[r], &t->ls[r]);
+}
+
 FA_INLINE void block(fwd_qblock *t, const int dot) {
     const fa_mask *mask = &t->seq->mask;
     const int64_t bn = t->plan->block_n, seq_k = t->seq->seq_k;
     load_q(t, dot);
     const int64_t j_lo = fa_mask_lo(mask, t->i0), j_end = fa_mask_end(mask, t->i0 + t->m - 1);
+    /* Folds at the same keys for every row, whatever its q-block (so
+     * block_m still changes no bit), at whole blocks. */
+    const int long_rows = t->pb->seq_k > FA_SUM_CHUNK;
+    const int64_t fold_every = FA_SUM_CHUNK / bn * bn;
+    if (long_rows) fa_softmax_totals_clear(&t->total, t->m);
     for (int64_t j0 = j_lo / bn * bn; j0 < j_end; j0 += bn) {
+        if (long_rows && j0 > j_lo / bn * bn && j0 % fold_every == 0) fold_rows(t);
         const int64_t j1 = j0 + bn < seq_k ? j0 + bn : seq_k;
         t->tile = fa_score_tile(&t->sc, t->i0 / t->plan->block_m, j0 / bn);
         if (t->tile == FA_TILE_HIDDEN) continue; /* the mask hides the whole tile */
@@ -203,6 +223,7 @@ FA_INLINE void block(fwd_qblock *t, const int dot) {
         for (int s = 0; s < t->strips; s++) t->started[s] |= t->cols[s] > 0;
     }
     if (dot) t->kern->gemm_bf16_done();
+    if (long_rows) unfold_rows(t);
 }
 
 void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
@@ -228,6 +249,10 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.p16 = (uint16_t *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_P16, 0);
     t.kp = (const float *)fa_region_at(&plan->group, group, FA_FWD_GROUP_K, 0);
     t.vp = (const float *)fa_region_at(&plan->group, group, FA_FWD_GROUP_V, 0);
+    t.total.acc = (double *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_ACC, 0);
+    t.total.l = (double *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_SUM, 0);
+    t.total.m = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_MAX, 0);
+    t.total.ld = pb->head_dim_pad;
     /* fast, then once more on the careful table if a NaN or Inf showed up
      * (driver/careful.h) */
     fa_kernels careful;

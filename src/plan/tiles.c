@@ -160,6 +160,10 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     fa_layout_array(&plan->thread, FA_FWD_THREAD_MAX, "row max", 1, bm * f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_SUM, "row sum", 1, bm * f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_P16, "p bf16", 1, plan->bf16_dot ? bm * bn * 2 : 0);
+    const size_t long_rows = pb->seq_k > FA_SUM_CHUNK ? bm : 0;
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_ACC, "total acc", 1, long_rows * dp * sizeof(double));
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_SUM, "total row sum", 1, long_rows * sizeof(double));
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_MAX, "total row max", 1, long_rows * f);
     if (plan->group.overflow || plan->thread.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
 
