@@ -178,13 +178,18 @@ typedef struct flashattn_params {
  *         ALiBi, before the mask); -inf hides a key.
  *   mask  one byte per element, dtype ignored: nonzero attends, 0 hides
  *         (torch's bool attn_mask; Ascend's atten_mask is its negation),
- *         combined with causal and the window by AND. Each call first
- *         reads the mask once and sorts every (q-block, kv-block) tile into
- *         hidden, visible and mixed: hidden tiles are never computed,
- *         visible ones skip the per-element mask.
+ *         combined with causal and the window by AND. Each forward and
+ *         backward call with more than a few query rows first reads the
+ *         mask once and sorts every (q-block, kv-block) tile into hidden,
+ *         visible and mixed: hidden tiles are never computed, visible ones
+ *         skip the per-element mask (decode, and forwards of a few rows
+ *         that run on decode's driver, apply it per element).
  * A row whose keys are all hidden gets O = 0, LSE = -inf (or the sink).
- * flashattn_fwd and flashattn_bwd take them (the backward does not compute
- * a bias gradient); flashattn_decode does not (FLASHATTN_ERR_UNSUPPORTED).
+ * flashattn_fwd, flashattn_bwd (which does not compute a bias gradient)
+ * and flashattn_decode take them. In decode seq_q is the new query rows
+ * and seq_k the cache's capacity: key j is the sequence's j-th key
+ * (leftpad rows not counted, appended rows included), query i its i-th
+ * new row, aligned to the keys as causal is.
  */
 typedef struct flashattn_scores {
     const void *data;

@@ -7,7 +7,8 @@
  *   backward dQ, dK, dV against the FP64 reference gradients (test_backward's
  *     rule, fa_bwd_pass_bounds), and dsinks against the reference's;
  *   decode (a full contiguous cache, so the cache is the dense K and V)
- *     with 1 and 3 splits: the sink must join the merged softmax once;
+ *     with 1 and 3 splits, with bias and mask arrays of every layout: the
+ *     sink must join the merged softmax once;
  *   bad modifiers: a status, nothing written.
  */
 #include <math.h>
@@ -322,7 +323,9 @@ static void decode(void) {
         c.softcap = i % 2 ? 5.0f : 0.0f;
         c.alibi = 1 + i % 2;
         c.sinks = i % 4 != 3;
-        c.hq = hq;
+        c.b = b, c.sq = sq, c.sk = cap, c.hq = hq, c.hkv = hkv, c.d = d, c.dt = dt;
+        c.bias = i % 4;       /* each layout of test_modifiers' bias arrays, and none */
+        c.mask = (i + 1) % 4; /* and of its masks: random, key padding, documents */
         mods m;
         flashattn_params p = params_of(&c, &m, &rng);
         tt_tensor q = tt_alloc(dt, b, sq, hq, d, 1, 0), kc = tt_alloc(dt, b, cap, hkv, d, 1, 0);
@@ -349,7 +352,7 @@ static void decode(void) {
                          "[%s] decode case %d splits %d: status %d, o err %.3g, lse err %.3g", isas[t]->isa, i,
                          splits, s, err, lerr);
             }
-        free(ref), free(rlse);
+        free(ref), free(rlse), free(m.bias_mem), free(m.mask_mem);
         tt_free(&q), tt_free(&kc), tt_free(&vc), tt_free(&o);
     }
 }

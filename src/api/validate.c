@@ -169,7 +169,7 @@ static flashattn_status check_modifiers(const flashattn_params *p, fa_problem *p
     return FLASHATTN_OK;
 }
 
-/* Bias and mask (forward and backward only; seq_q and seq_k filled). */
+/* Bias and mask (batch, heads_q, seq_q and seq_k filled). */
 static flashattn_status check_score_arrays(const flashattn_params *p, fa_problem *pb) {
     flashattn_status s;
     if (p->bias && (s = check_scores(p->bias, "params.bias", 1, pb))) return s;
@@ -468,9 +468,6 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     if (p->num_splits < 0 || p->num_splits > FLASHATTN_MAX_SPLITS)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.num_splits is %d: must be 0..%d",
                        p->num_splits, FLASHATTN_MAX_SPLITS);
-    if (p->bias || p->mask)
-        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
-                       "params.bias and params.mask: flashattn_decode does not take them");
     /* FlashAttention-2's: a window as wide as the cache is no window */
     dp->rot_q_step = p->causal || (p->window_left >= 0 && p->window_left < capacity) ||
                      (p->window_right >= 0 && p->window_right < capacity);
@@ -483,6 +480,9 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     pb->heads_q = q->heads;
     pb->heads_kv = heads_kv;
     if ((s = check_modifiers(p, pb))) return s;
+    /* [batch, heads_q, the new rows, capacity]: key j is the sequence's
+     * j-th key (leftpad rows not counted), query i its i-th new row */
+    if ((s = check_score_arrays(p, pb))) return s;
     pb->head_dim = d;
     pb->head_dim_pad = (d + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
     pb->group = q->heads / heads_kv;
