@@ -163,6 +163,7 @@ typedef struct flashattn_params {
     float *dsinks;                  /* flashattn_bwd only: [heads_q] written, dL/dsinks */
     const struct flashattn_scores *bias; /* additive bias on the logits (Ascend's pse) */
     const struct flashattn_scores *mask; /* boolean mask: nonzero = attend (SDPA's bool) */
+    const struct flashattn_scores *dbias; /* flashattn_bwd only: dL/dbias written (see below) */
 } flashattn_params;
 
 /*
@@ -185,11 +186,20 @@ typedef struct flashattn_params {
  *         skip the per-element mask (decode, and forwards of a few rows
  *         that run on decode's driver, apply it per element).
  * A row whose keys are all hidden gets O = 0, LSE = -inf (or the sink).
- * flashattn_fwd, flashattn_bwd (which does not compute a bias gradient)
- * and flashattn_decode take them. In decode seq_q is the new query rows
- * and seq_k the cache's capacity: key j is the sequence's j-th key
- * (leftpad rows not counted, appended rows included), query i its i-th
- * new row, aligned to the keys as causal is.
+ * flashattn_fwd, flashattn_bwd and flashattn_decode take them. In decode
+ * seq_q is the new query rows and seq_k anything from the longest
+ * sequence's keys (appended rows included) to the cache's capacity: key j
+ * is the sequence's j-th key (leftpad rows not counted), query i its i-th
+ * new row.
+ *   dbias (flashattn_bwd, with a bias): dL/dbias, the gradient of the
+ *         logit after the bias (dS = P * (dP - D), 0 where hidden), written
+ *         through the descriptor's data (cast to float *): dtype f32,
+ *         elements distinct; each dimension the problem's or 1, summing
+ *         over a dimension of 1, as a broadcast bias needs. seq_k must be
+ *         the problem's; batch 1 only when the problem's batch is 1, heads
+ *         1 only when heads_kv is 1 (FLASHATTN_ERR_UNSUPPORTED otherwise:
+ *         pass those dimensions whole and sum them yourself). Elements of
+ *         no sequence's (query, key) are 0. Deterministic.
  */
 typedef struct flashattn_scores {
     const void *data;

@@ -62,6 +62,7 @@ class Params(ctypes.Structure):
         ("dsinks", ctypes.c_void_p),        # float * [heads], backward output
         ("bias", ctypes.c_void_p),          # const flashattn_scores *
         ("mask", ctypes.c_void_p),          # const flashattn_scores *
+        ("dbias", ctypes.c_void_p),         # flashattn_scores *, written by the backward
     ]
 
 

@@ -110,9 +110,10 @@ static flashattn_status check_varlen(const flashattn_varlen *vl, int decode,
 
 /* A bias or mask array against the problem (batch, heads_q, seq_q, seq_k
  * filled): each dimension the problem's or 1, strides >= 0, its extent
- * within 64 bits. */
-static flashattn_status check_scores(const flashattn_scores *t, const char *name, int is_bias,
-                                     const fa_problem *pb) {
+ * within 64 bits. min_k >= 0 (decode: the most keys a sequence has, seq_k
+ * the capacity) also lets seq_k be anything from min_k to seq_k. */
+static flashattn_status check_scores_within(const flashattn_scores *t, const char *name, int is_bias,
+                                            const fa_problem *pb, int64_t min_k) {
     const int64_t want[4] = {pb->batch, pb->heads_q, pb->seq_q, pb->seq_k};
     const int64_t dims[4] = {t->batch, t->heads, t->seq_q, t->seq_k};
     const int64_t strides[4] = {t->stride_batch, t->stride_head, t->stride_q, t->stride_k};
@@ -122,9 +123,16 @@ static flashattn_status check_scores(const flashattn_scores *t, const char *name
     int64_t last = 0;
     int empty = 0;
     for (int x = 0; x < 4; x++) {
-        if (dims[x] != want[x] && dims[x] != 1)
+        if (x == 3 && min_k >= 0 && dims[x] >= min_k && dims[x] <= want[x]) {
+        } else if (x == 3 && min_k >= 0 && dims[x] != 1) {
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                           "%s.seq_k is %lld: must be 1, or from the longest sequence's keys (%lld) to "
+                           "the cache's capacity (%lld)",
+                           name, (long long)dims[x], (long long)min_k, (long long)want[x]);
+        } else if (dims[x] != want[x] && dims[x] != 1) {
             return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "%s.%s is %lld: must be %lld or 1", name,
                            dim_name[x], (long long)dims[x], (long long)want[x]);
+        }
         if (strides[x] < 0)
             return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "%s: strides must be >= 0", name);
         int64_t term;
@@ -139,6 +147,11 @@ static flashattn_status check_scores(const flashattn_scores *t, const char *name
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: its byte size overflows size_t", name);
     if (!t->data && !empty) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "%s.data is NULL", name);
     return FLASHATTN_OK;
+}
+
+static flashattn_status check_scores(const flashattn_scores *t, const char *name, int is_bias,
+                                     const fa_problem *pb) {
+    return check_scores_within(t, name, is_bias, pb, -1);
 }
 
 /* Softcap, ALiBi and sinks (params already read): checked, then set in pb
@@ -169,11 +182,46 @@ static flashattn_status check_modifiers(const flashattn_params *p, fa_problem *p
     return FLASHATTN_OK;
 }
 
-/* Bias and mask (batch, heads_q, seq_q and seq_k filled). */
-static flashattn_status check_score_arrays(const flashattn_params *p, fa_problem *pb) {
+/* The bias gradient's array (flashattn.h): the checks of a bias array,
+ * f32, distinct elements, and only the broadcasts a work item of the
+ * backward sums alone (one item owns a kv-block of one (sequence, kv-head)
+ * for every query head of its group and every query). */
+static flashattn_status check_dbias(const flashattn_scores *t, const fa_problem *pb) {
     flashattn_status s;
-    if (p->bias && (s = check_scores(p->bias, "params.bias", 1, pb))) return s;
-    if (p->mask && (s = check_scores(p->mask, "params.mask", 0, pb))) return s;
+    if (!pb->bias) return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dbias needs params.bias");
+    if (t->dtype != FLASHATTN_F32)
+        return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "params.dbias.dtype must be FLASHATTN_F32");
+    if ((s = check_scores(t, "params.dbias", 1, pb))) return s;
+    if ((t->seq_k == 1 && pb->seq_k > 1) || (t->batch == 1 && pb->batch > 1) ||
+        (t->heads == 1 && pb->heads_q > 1 && pb->heads_kv > 1))
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
+                       "params.dbias: summing over keys, sequences, or query heads of several kv-heads "
+                       "is not done here; pass those dimensions whole and sum them");
+    /* distinct elements: the dimensions of more than one element, by
+     * stride, each stride past the span of the smaller ones */
+    int64_t dims[4] = {t->batch, t->heads, t->seq_q, t->seq_k};
+    int64_t strides[4] = {t->stride_batch, t->stride_head, t->stride_q, t->stride_k};
+    int64_t span = 1;
+    for (int done = 0; done < 4; done++) {
+        int at = -1;
+        for (int x = 0; x < 4; x++)
+            if (dims[x] > 1 && (at < 0 || strides[x] < strides[at])) at = x;
+        if (at < 0) break;
+        if (strides[at] < span)
+            return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "params.dbias: strides make distinct elements overlap");
+        if (__builtin_mul_overflow(strides[at], dims[at], &span))
+            return fa_fail(FLASHATTN_ERR_OVERFLOW, "params.dbias: its extent overflows 64 bits");
+        dims[at] = 1;
+    }
+    return FLASHATTN_OK;
+}
+
+/* Bias and mask (batch, heads_q, seq_q and seq_k filled; min_k as for
+ * check_scores_within). */
+static flashattn_status check_score_arrays(const flashattn_params *p, fa_problem *pb, int64_t min_k) {
+    flashattn_status s;
+    if (p->bias && (s = check_scores_within(p->bias, "params.bias", 1, pb, min_k))) return s;
+    if (p->mask && (s = check_scores_within(p->mask, "params.mask", 0, pb, min_k))) return s;
     pb->bias = p->bias;
     pb->mask = p->mask;
     return FLASHATTN_OK;
@@ -480,9 +528,13 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     pb->heads_q = q->heads;
     pb->heads_kv = heads_kv;
     if ((s = check_modifiers(p, pb))) return s;
-    /* [batch, heads_q, the new rows, capacity]: key j is the sequence's
-     * j-th key (leftpad rows not counted), query i its i-th new row */
-    if ((s = check_score_arrays(p, pb))) return s;
+    /* [batch, heads_q, the new rows, keys]: key j is the sequence's j-th
+     * key (leftpad rows not counted), query i its i-th new row; keys from
+     * the longest sequence's to the capacity */
+    int64_t most_keys = 0;
+    for (int64_t b = 0; (p->bias || p->mask) && b < pb->batch; b++)
+        if (fa_kv_given(pb, b) + fa_kv_added(pb, b) > most_keys) most_keys = fa_kv_given(pb, b) + fa_kv_added(pb, b);
+    if ((s = check_score_arrays(p, pb, most_keys))) return s;
     pb->head_dim = d;
     pb->head_dim_pad = (d + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
     pb->group = q->heads / heads_kv;
@@ -579,7 +631,7 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     if (pb->left - pb->seq_k > pb->seq_q) pb->left = -1; /* left > seq_q + seq_k, as above */
     if (pb->right - pb->seq_k > pb->seq_q) pb->right = -1;
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
-    return check_score_arrays(p, pb);
+    return check_score_arrays(p, pb, -1);
 }
 
 static int same_shape(const flashattn_tensor *a, const flashattn_tensor *b) {
@@ -618,5 +670,6 @@ flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tens
     pb->lse = lse;
     pb->scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)q->head_dim);
     pb->dsinks = p->sinks ? p->dsinks : NULL;
-    return FLASHATTN_OK;
+    pb->dbias = p->dbias;
+    return p->dbias ? check_dbias(p->dbias, &pb->f) : FLASHATTN_OK;
 }

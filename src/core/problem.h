@@ -120,6 +120,7 @@ typedef struct fa_bwd_problem {
     const float *lse;           /* the forward's, [batch, heads_q, seq_q] */
     float scale;                /* the natural-log softmax scale */
     float *dsinks;              /* [heads_q] or NULL (f.sinks set) */
+    const flashattn_scores *dbias; /* f32, written; NULL: not asked (f.bias set) */
 } fa_bwd_problem;
 
 #endif

@@ -163,6 +163,14 @@ static void clear_unused_keys(const fa_bwd_problem *pb, const fa_kernels *kern, 
         }
 }
 
+/* dL/dbias = 0 on row u of its [batch][heads][seq_q] rows, before the
+ * work items add into it (elements no item reaches stay 0). */
+static void clear_dbias_row(const flashattn_scores *t, int64_t u) {
+    const int64_t b = u / (t->heads * t->seq_q), h = u / t->seq_q % t->heads, i = u % t->seq_q;
+    float *row = (float *)t->data + b * t->stride_batch + h * t->stride_head + i * t->stride_q;
+    for (int64_t j = 0; j < t->seq_k; j++) row[j * t->stride_k] = 0.0f;
+}
+
 /* dsinks[h] = -sum over the rows of head h of exp(sink_h - LSE_i) D_i,
  * with D_i the same rowsum(dO * O) the packing computes: in double, the
  * rows in order, one thread per head, so the same bits whatever the
@@ -213,6 +221,9 @@ static int run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kerne
 #pragma omp for schedule(dynamic) nowait
             for (int64_t h = 0; h < f->heads_q; h++) sink_grad(pb, kern, h, row);
         }
+        const int64_t dbias_rows = pb->dbias ? pb->dbias->batch * pb->dbias->heads * pb->dbias->seq_q : 0;
+#pragma omp for schedule(static) nowait
+        for (int64_t u = 0; u < dbias_rows; u++) clear_dbias_row(pb->dbias, u);
 #pragma omp for schedule(dynamic)
         for (int64_t it = 0; it < tslices * qblocks; it++)
             fa_score_tiles_row(f, it / qblocks, it % qblocks, plan->block_m, bn, qblocks, kvblocks, tiles);

@@ -65,6 +65,22 @@ typedef struct {
     int64_t h; /* the query head */
 } q_tile;
 
+/* dL/dbias += dS of key j (sequence-relative) for the tile's m queries:
+ * the logit's gradient after the bias, before the softcap's factor. Only
+ * this item writes these elements (validate.c's check_dbias), in the
+ * order of its heads, q-blocks and queries: deterministic. */
+static void add_dbias(const fa_bwd_problem *pb, const fa_seq *seq, const q_tile *q, int64_t j,
+                      const float *ds, int64_t m) {
+    const flashattn_scores *t = pb->dbias;
+    const int64_t tb = t->batch > 1 ? seq->idx : 0, th = t->heads > 1 ? q->h : 0;
+    float *at = (float *)t->data + tb * t->stride_batch + th * t->stride_head +
+                (t->seq_k > 1 ? j : 0) * t->stride_k;
+    if (t->seq_q > 1)
+        for (int64_t c = 0; c < m; c++) at[(q->i0 + c) * t->stride_q] += ds[c];
+    else
+        for (int64_t c = 0; c < m; c++) at[0] += ds[c];
+}
+
 /* S^T - lse2 and dP^T - D of one tile on the bf16 dot-product route: the
  * products on gemm_bf16, then each query's lse2 and D (row d of its Q^T
  * and dO^T panels) subtracted. */
@@ -142,14 +158,15 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
         float *p = st + r * lt, *ds = dpt + r * lt;
         /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
         kern->exp2_sum(p, m16, 0.0f);
-        if (kern->careful) { /* the rule for non-finite inputs: 0 times anything is 0 */
+        /* (careful: the rule for non-finite inputs, 0 times anything is 0) */
+        if (kern->careful)
             for (int64_t c = 0; c < m16; c++) ds[c] = fa_careful_mul(ds[c], p[c]);
-            for (int64_t c = 0; sc.cap2 != 0.0f && c < m; c++)
-                ds[c] = fa_careful_mul(ds[c], t->dcap[r * lt + c]);
-            continue;
-        }
-        for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
-        if (sc.cap2 != 0.0f) /* dS of the raw logit: times d(softcap)/ds */
+        else
+            for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
+        if (pb->dbias) add_dbias(pb, seq, q, t->j0 + r, ds, m);
+        if (sc.cap2 != 0.0f && kern->careful) /* dS of the raw logit: times d(softcap)/ds */
+            for (int64_t c = 0; c < m; c++) ds[c] = fa_careful_mul(ds[c], t->dcap[r * lt + c]);
+        else if (sc.cap2 != 0.0f)
             for (int64_t c = 0; c < m; c++) ds[c] *= t->dcap[r * lt + c];
     }
 

@@ -86,10 +86,10 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
     return FLASHATTN_OK;
 }
 
-flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
-                                          const flashattn_tensor *v, const flashattn_params *p,
-                                          const double *qd, const double *kd, const double *vd,
-                                          const double *dod, double *dq, double *dk, double *dv) {
+static flashattn_status bwd_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
+                                const flashattn_tensor *v, const flashattn_params *p, const double *qd,
+                                const double *kd, const double *vd, const double *dod, double *dq,
+                                double *dk, double *dv, double *dbias) {
     fa_problem pb;
     flashattn_params pp;
     double scale;
@@ -106,6 +106,7 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
     }
     memset(dk, 0, nk * sizeof(double));
     memset(dv, 0, nk * sizeof(double));
+    if (dbias) memset(dbias, 0, (size_t)(pb.batch * pb.heads_q * pb.seq_q * pb.seq_k) * sizeof(double));
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
@@ -125,7 +126,9 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
                 }
                 for (int64_t j = lo; j < end; j++) {
                     const size_t krow = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
-                    const double ds = fa_ref_mul(fa_ref_mul(pr[j], dp[j] - D), dcap[j]);
+                    const double dlogit = fa_ref_mul(pr[j], dp[j] - D);
+                    if (dbias) dbias[((b * pb.heads_q + h) * pb.seq_q + i) * pb.seq_k + j] = dlogit;
+                    const double ds = fa_ref_mul(dlogit, dcap[j]);
                     for (int64_t c = 0; c < d; c++) {
                         dqi[c] += scale * fa_ref_mul(ds, kd[krow + c]);
                         dk[krow + c] += scale * fa_ref_mul(ds, qi[c]);
@@ -135,6 +138,28 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
             }
     free(pr), free(dp), free(dcap);
     return FLASHATTN_OK;
+}
+
+flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
+                                          const flashattn_tensor *v, const flashattn_params *p,
+                                          const double *qd, const double *kd, const double *vd,
+                                          const double *dod, double *dq, double *dk, double *dv) {
+    return bwd_dbl(q, k, v, p, qd, kd, vd, dod, dq, dk, dv, NULL);
+}
+
+flashattn_status fa_reference_dbias_f64(const flashattn_tensor *q, const flashattn_tensor *k,
+                                        const flashattn_tensor *v, const flashattn_tensor *dout,
+                                        const flashattn_params *p, double *dbias) {
+    const size_t nq = (size_t)(q->batch * q->seqlen * q->heads * q->head_dim);
+    const size_t nk = (size_t)(k->batch * k->seqlen * k->heads * k->head_dim);
+    double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
+    double *dod = fa_tensor_widen(dout), *dq = malloc((nq ? nq : 1) * sizeof(double));
+    double *dk = malloc((nk ? nk : 1) * sizeof(double)), *dv = malloc((nk ? nk : 1) * sizeof(double));
+    flashattn_status s = qd && kd && vd && dod && dq && dk && dv
+                             ? bwd_dbl(q, k, v, p, qd, kd, vd, dod, dq, dk, dv, dbias)
+                             : FLASHATTN_ERR_OUT_OF_MEMORY;
+    free(qd), free(kd), free(vd), free(dod), free(dq), free(dk), free(dv);
+    return s;
 }
 
 flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn_tensor *k,
