@@ -164,7 +164,27 @@ typedef struct flashattn_params {
     const struct flashattn_scores *bias; /* additive bias on the logits (Ascend's pse) */
     const struct flashattn_scores *mask; /* boolean mask: nonzero = attend (SDPA's bool) */
     const struct flashattn_scores *dbias; /* flashattn_bwd only: dL/dbias written (see below) */
+    /* Attention dropout (flashattn_fwd and flashattn_bwd; see "Dropout"). */
+    float dropout_p;         /* in [0, 1); 0: off */
+    uint64_t dropout_seed;   /* the stream: the same seed and offset give the same masks */
+    uint64_t dropout_offset; /* advance it per call (or per step) for fresh masks */
 } flashattn_params;
+
+/*
+ * Dropout, as FlashAttention-2 defines it: P is multiplied by mask / (1 - p)
+ * after the softmax statistics (LSE is that of the undropped P), so
+ *     O = (P * Z) V,  Z[i][j] = keep(b, h, i, j) / (1 - dropout_p).
+ * keep depends only on (seed, offset, b, h, i, j), with b the sequence, h
+ * the query head, i and j the query and key within the sequence: the same
+ * for any thread count, tile size or kernel path, and in the backward,
+ * which recomputes it (nothing is stored). It is Philox4x32-10: element j
+ * is kept when word j % 4 of philox(counter = {j / 4, i, offset low,
+ * offset high}, key = {seed low, seed high ^ (b * heads_q + h) *
+ * 0x9E3779B9}) is at least round(dropout_p * 2^32). Sizes: i < 2^32,
+ * j < 2^34, batch * heads_q <= 2^32 (FLASHATTN_ERR_UNSUPPORTED past them).
+ * flashattn_decode takes none (FLASHATTN_ERR_BAD_PARAM). flashattn_dropout_mask
+ * gives the mask back.
+ */
 
 /*
  * A [batch, heads, seq_q, seq_k] array of per-score values (params.bias,
@@ -235,6 +255,7 @@ typedef struct flashattn_scores {
  * the caller's header writes only the fields the caller has (and one older
  * than it rejects the struct at the call, with BAD_PARAM). */
 FLASHATTN_API void flashattn_params_init_size(flashattn_params *p, size_t size);
+
 #ifndef FLASHATTN_ABI_0_2
 #define flashattn_params_init(p) flashattn_params_init_size((p), sizeof(flashattn_params))
 static inline flashattn_params flashattn_params_default(void) {
@@ -258,6 +279,14 @@ struct flashattn_params_0_2 {
 FLASHATTN_API void flashattn_params_init(flashattn_params *p);
 FLASHATTN_API struct flashattn_params_0_2 flashattn_params_default(void);
 #endif
+
+/* keep[t] = 1 if dropout keeps element (b, h, i, j0 + t) of a problem of
+ * heads_q query heads under p's dropout_p, seed and offset, else 0, for
+ * t < n (see "Dropout"); j0 a multiple of 4. For tests and for returning
+ * the mask (FlashAttention-2's return_attn_probs). */
+FLASHATTN_API flashattn_status flashattn_dropout_mask(const flashattn_params *p, int64_t heads_q,
+                                                      int64_t b, int64_t h, int64_t i, int64_t j0,
+                                                      int64_t n, uint8_t *keep);
 
 /*
  * Variable-length batches: packed sequences, as FlashAttention-2's varlen

@@ -63,6 +63,9 @@ class Params(ctypes.Structure):
         ("bias", ctypes.c_void_p),          # const flashattn_scores *
         ("mask", ctypes.c_void_p),          # const flashattn_scores *
         ("dbias", ctypes.c_void_p),         # flashattn_scores *, written by the backward
+        ("dropout_p", ctypes.c_float),
+        ("dropout_seed", ctypes.c_uint64),
+        ("dropout_offset", ctypes.c_uint64),
     ]
 
 

@@ -251,6 +251,55 @@ flashattn_status fa_read_params(const flashattn_params *user, flashattn_params *
         return fa_fail(FLASHATTN_ERR_BAD_TILE, "params.block_m/block_n must be >= 0 (0: automatic)");
     if (out->reserved_flags != 0)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.reserved_flags must be 0");
+    if (!(out->dropout_p >= 0.0f && out->dropout_p < 1.0f))
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dropout_p is %g: must be in [0, 1)",
+                       (double)out->dropout_p);
+    return FLASHATTN_OK;
+}
+
+/* Dropout's stream (core/philox.h) into pb, within the sizes its counter
+ * holds (flashattn.h); batch, heads_q, seq_q and seq_k filled. */
+static flashattn_status check_dropout(const flashattn_params *p, fa_problem *pb) {
+    memset(&pb->dropout, 0, sizeof pb->dropout);
+    if (p->dropout_p == 0.0f) return FLASHATTN_OK;
+    if (pb->seq_q > ((int64_t)1 << 32) || pb->seq_k > ((int64_t)1 << 34) ||
+        (pb->heads_q > 0 && pb->batch > ((int64_t)1 << 32) / pb->heads_q))
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
+                       "dropout: at most 2^32 queries and 2^34 keys a sequence and 2^32 (sequence, "
+                       "head) pairs");
+    const double t = nearbyint((double)p->dropout_p * 4294967296.0);
+    pb->dropout.threshold = t >= 4294967295.0 ? 4294967295u : t < 1.0 ? 1u : (uint32_t)t;
+    pb->dropout.scale = (float)(1.0 / (1.0 - (double)p->dropout_p));
+    pb->dropout.seed = p->dropout_seed;
+    pb->dropout.offset = p->dropout_offset;
+    return FLASHATTN_OK;
+}
+
+flashattn_status flashattn_dropout_mask(const flashattn_params *user, int64_t heads_q, int64_t b,
+                                        int64_t h, int64_t i, int64_t j0, int64_t n, uint8_t *keep) {
+    flashattn_params p;
+    flashattn_status s;
+    fa_clear_error();
+    if ((s = fa_read_params(user, &p))) return s;
+    if (!keep && n > 0) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "keep is NULL");
+    if (heads_q < 1 || b < 0 || h < 0 || h >= heads_q || i < 0 || i >= ((int64_t)1 << 32) || j0 < 0 ||
+        j0 % 4 || n < 0 || n > ((int64_t)1 << 34) - j0 || b > (((int64_t)1 << 32) - 1 - h) / heads_q)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                       "flashattn_dropout_mask: heads_q >= 1, 0 <= h < heads_q, b * heads_q + h < 2^32, "
+                       "0 <= i < 2^32, j0 >= 0 a multiple of 4, j0 + n <= 2^34");
+    fa_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.batch = b + 1, pb.heads_q = heads_q, pb.seq_q = i + 1, pb.seq_k = j0 + n;
+    if ((s = check_dropout(&p, &pb))) return s;
+    uint32_t key[2];
+    fa_dropout_key(&pb.dropout, b * heads_q + h, key);
+    for (int64_t t = 0; t < n; t += 4) {
+        const uint32_t ctr[4] = {(uint32_t)((j0 + t) >> 2), (uint32_t)i, (uint32_t)pb.dropout.offset,
+                                 (uint32_t)(pb.dropout.offset >> 32)};
+        uint32_t r[4];
+        fa_philox4x32_10(ctr, key, r);
+        for (int w = 0; w < 4 && t + w < n; w++) keep[t + w] = p.dropout_p == 0.0f || r[w] >= pb.dropout.threshold;
+    }
     return FLASHATTN_OK;
 }
 
@@ -535,6 +584,8 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     for (int64_t b = 0; (p->bias || p->mask) && b < pb->batch; b++)
         if (fa_kv_given(pb, b) + fa_kv_added(pb, b) > most_keys) most_keys = fa_kv_given(pb, b) + fa_kv_added(pb, b);
     if ((s = check_score_arrays(p, pb, most_keys))) return s;
+    if (p->dropout_p != 0.0f)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dropout_p: flashattn_decode takes no dropout");
     pb->head_dim = d;
     pb->head_dim_pad = (d + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
     pb->group = q->heads / heads_kv;
@@ -631,6 +682,7 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     if (pb->left - pb->seq_k > pb->seq_q) pb->left = -1; /* left > seq_q + seq_k, as above */
     if (pb->right - pb->seq_k > pb->seq_q) pb->right = -1;
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
+    if ((s = check_dropout(p, pb))) return s;
     return check_score_arrays(p, pb, -1);
 }
 

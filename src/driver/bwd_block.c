@@ -81,6 +81,35 @@ static void add_dbias(const fa_bwd_problem *pb, const fa_seq *seq, const q_tile 
         for (int64_t c = 0; c < m; c++) at[0] += ds[c];
 }
 
+/* Dropout on a tile whose S^T holds P^T and dP^T holds dP'^T - D (dP' =
+ * dO V^T, the gradient of P Z): with Z the mask over 1 - p,
+ *   dS = P (Z dP' - D)   and   P^T becomes (P Z)^T for dV,
+ * D = rowsum(dO * O) being dO . (P Z) V already. Z of query i comes from
+ * dropout_row over this item's keys, as the forward drew it. */
+static void dropout_tile(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+                         const fa_seq *seq, const kv_item *t, const q_tile *q, int64_t m) {
+    const fa_problem *f = &pb->f;
+    const int64_t lt = plan->tile_ld, d = f->head_dim, da = d + 1, nr = kern->nr;
+    const int keys = (int)(t->j1 - t->j0);
+    const float *dd = t->cols + fa_round_up_i64(plan->block_m, FA_COL_ALIGN); /* dot route's D */
+    uint32_t key[2];
+    fa_dropout_key(&f->dropout, seq->idx * f->heads_q + q->h, key);
+    float z[FA_MAX_BLOCK];
+    for (int64_t c = 0; c < m; c++) {
+        const int64_t i = q->i0 + c;
+        const float D = plan->bf16_dot ? dd[c] : q->dot[i / nr * da * nr + d * nr + i % nr];
+        for (int r = 0; r < keys; r++) z[r] = 1.0f;
+        kern->dropout_row(z, keys, key, (uint32_t)i, f->dropout.offset, t->j0, f->dropout.threshold,
+                          f->dropout.scale);
+        for (int r = 0; r < keys; r++) {
+            float *p = t->st + r * lt + c, *ds = t->dpt + r * lt + c;
+            const float g = z[r] * (*ds + D) - D;
+            *ds = kern->careful ? fa_careful_mul(*p, g) : *p * g;
+            *p = kern->careful ? fa_careful_mul(*p, z[r]) : *p * z[r];
+        }
+    }
+}
+
 /* S^T - lse2 and dP^T - D of one tile on the bf16 dot-product route: the
  * products on gemm_bf16, then each query's lse2 and D (row d of its Q^T
  * and dO^T panels) subtracted. */
@@ -154,15 +183,18 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
         for (int64_t c = 0; c < m; c++) t->cols[c] = q->qt[(i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr];
     const int full = fa_mask_block_full(&seq->mask, i0, i1, t->j0, t->j1);
     fa_score_tile_t(kern, &sc, st, lt, keys, i0, m, t->j0, full, tile, t->cols, t->dcap);
+    /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
+    for (int r = 0; r < keys; r++) kern->exp2_sum(st + r * lt, m16, 0.0f);
+    if (f->dropout.threshold) dropout_tile(pb, plan, kern, seq, t, q, m);
     for (int r = 0; r < keys; r++) {
         float *p = st + r * lt, *ds = dpt + r * lt;
-        /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
-        kern->exp2_sum(p, m16, 0.0f);
         /* (careful: the rule for non-finite inputs, 0 times anything is 0) */
-        if (kern->careful)
+        if (f->dropout.threshold) {
+        } else if (kern->careful) {
             for (int64_t c = 0; c < m16; c++) ds[c] = fa_careful_mul(ds[c], p[c]);
-        else
+        } else {
             for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
+        }
         if (pb->dbias) add_dbias(pb, seq, q, t->j0 + r, ds, m);
         if (sc.cap2 != 0.0f && kern->careful) /* dS of the raw logit: times d(softcap)/ds */
             for (int64_t c = 0; c < m; c++) ds[c] = fa_careful_mul(ds[c], t->dcap[r * lt + c]);

@@ -9,7 +9,8 @@
  *       softmax_strips     the score stage (driver/score.h: the mask, only
  *                          on kv-blocks that cut a row's visible range), then
  *                          m' = max(m, rowmax S);  P = exp2(S - m');
- *                          l = l*2^(m-m') + rowsum P;  acc *= 2^(m-m')
+ *                          l = l*2^(m-m') + rowsum P;  acc *= 2^(m-m');
+ *                          dropout: P *= Z (after the statistics)
  *       pv                 acc += P V
  *   finalize_rows          O = acc / l;  LSE = ln2 * (m + log2 l)
  *
@@ -62,6 +63,7 @@ typedef struct {
     uint8_t *first, *started;
     int tile; /* the boolean mask's state of the current tile (FA_TILE_*) */
     fa_softmax_totals total; /* rows past FA_SUM_CHUNK keys (driver/softmax.h) */
+    uint32_t drop_key[2];    /* dropout's key of this (sequence, head) */
 } fwd_qblock;
 
 FA_INLINE int strip_rows(const fwd_qblock *t, int s) {
@@ -144,6 +146,10 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
         for (int r = r0; r < r0 + mm; r++) {
             fa_softmax_row_exp(kern, t->s + r * bn, ncols, bmax[r - r0], &t->mx[r], &t->ls[r],
                                t->acc + r * dp, dp, t->first[s]);
+            /* dropout after the statistics: l and m are of the undropped P */
+            if (t->pb->dropout.threshold)
+                kern->dropout_row(t->s + r * bn, ncols, t->drop_key, (uint32_t)(t->i0 + r),
+                                  t->pb->dropout.offset, j0, t->pb->dropout.threshold, t->pb->dropout.scale);
             if (dot) {
                 /* an odd count (the last keys) gets a zero partner */
                 kern->store(t->p16 + r * bn, FLASHATTN_BF16, t->s + r * bn, ncols, 1.0f);
@@ -236,6 +242,7 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.cols = cols, t.first = first, t.started = started;
     t.pb = pb, t.plan = plan, t.kern = kern, t.seq = seq;
     t.h = h, t.i0 = i0;
+    fa_dropout_key(&pb->dropout, seq->idx * pb->heads_q + h, t.drop_key);
     const int64_t bm = plan->block_m, bn = plan->block_n;
     t.sc = fa_scores_of_tiles(pb, seq, h, tiles, (pb->seq_q + bm - 1) / bm, (pb->seq_k + bn - 1) / bn);
     t.m = (int)(i1 - i0);

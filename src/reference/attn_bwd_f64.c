@@ -7,6 +7,7 @@
 
 #include "api/validate.h"
 #include "reference/attn_f64.h"
+#include "reference/dropout_ref.h"
 #include "reference/keys_ref.h"
 #include "reference/rule_ref.h"
 #include "reference/score_ref.h"
@@ -79,7 +80,8 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
                 if (!softmax_row(&pb, &pp, scale, qd + row, kd, b, h, i, lo, end, pr, dcap)) continue;
                 for (int64_t j = lo; j < end; j++) {
                     const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
-                    for (int64_t c = 0; c < d; c++) oi[c] += fa_ref_mul(pr[j], vj[c]);
+                    const double pz = fa_ref_mul(pr[j], fa_ref_dropout_z(&pb, &pp, b, h, i, j));
+                    for (int64_t c = 0; c < d; c++) oi[c] += fa_ref_mul(pz, vj[c]);
                 }
             }
     free(pr), free(dcap);
@@ -118,21 +120,24 @@ static flashattn_status bwd_dbl(const flashattn_tensor *q, const flashattn_tenso
                 double *dqi = dq + row;
                 for (int64_t c = 0; c < d; c++) dqi[c] = 0.0;
                 if (!softmax_row(&pb, &pp, scale, qi, kd, b, h, i, lo, end, pr, dcap)) continue;
+                /* with dropout Z: dP' = dO V^T is the gradient of P Z, so
+                 * dL/dP = Z dP', D = sum P Z dP', dS = P (Z dP' - D) */
                 double D = 0.0;
                 for (int64_t j = lo; j < end; j++) {
                     const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
-                    dp[j] = fa_ref_dot(doi, vj, d);
+                    dp[j] = fa_ref_mul(fa_ref_dot(doi, vj, d), fa_ref_dropout_z(&pb, &pp, b, h, i, j));
                     D += fa_ref_mul(pr[j], dp[j]);
                 }
                 for (int64_t j = lo; j < end; j++) {
                     const size_t krow = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
                     const double dlogit = fa_ref_mul(pr[j], dp[j] - D);
+                    const double pz = fa_ref_mul(pr[j], fa_ref_dropout_z(&pb, &pp, b, h, i, j));
                     if (dbias) dbias[((b * pb.heads_q + h) * pb.seq_q + i) * pb.seq_k + j] = dlogit;
                     const double ds = fa_ref_mul(dlogit, dcap[j]);
                     for (int64_t c = 0; c < d; c++) {
                         dqi[c] += scale * fa_ref_mul(ds, kd[krow + c]);
                         dk[krow + c] += scale * fa_ref_mul(ds, qi[c]);
-                        dv[krow + c] += fa_ref_mul(pr[j], doi[c]);
+                        dv[krow + c] += fa_ref_mul(pz, doi[c]);
                     }
                 }
             }

@@ -6,6 +6,7 @@
 
 #include "api/validate.h"
 #include "core/dtype.h"
+#include "reference/dropout_ref.h"
 #include "reference/keys_ref.h"
 #include "reference/rule_ref.h"
 #include "reference/score_ref.h"
@@ -72,8 +73,9 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
                 for (int64_t c = 0; c < d; c++) orow[c] = 0.0;
                 for (int64_t j = lo; j < end && mx != -INFINITY; j++) { /* -inf: every key hidden */
                     const double pj = exp(sc[j] - mx), *vr = vd + fa_widened_at(v, b, j, hk, 0);
-                    sum += pj;
-                    for (int64_t c = 0; c < d; c++) orow[c] += fa_ref_mul(pj, vr[c]);
+                    sum += pj; /* (the statistics are of the undropped P) */
+                    const double pz = fa_ref_mul(pj, fa_ref_dropout_z(&pb, &p, b, h, i, j));
+                    for (int64_t c = 0; c < d; c++) orow[c] += fa_ref_mul(pz, vr[c]);
                 }
                 if (nan || isnan(sum)) sum = NAN;
                 if (sum > 0.0 || isnan(sum))

@@ -9,4 +9,5 @@ const fa_kernels fa_kernels_avx512 = {
     FA_AVX512_ENTRIES,
     .gemm_bf16 = fa_gemm_bf16_ref, /* bf16 inputs are widened on this path */
     .gemm_bf16_done = fa_noop_ref,
+    .dropout_row = fa_dropout_row_ref,
 };

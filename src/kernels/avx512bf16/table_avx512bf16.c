@@ -12,4 +12,5 @@ const fa_kernels fa_kernels_avx512bf16 = {
     .bf16_dot = 1,
     .gemm_bf16 = fa_gemm_bf16_avx512bf16,
     .gemm_bf16_done = fa_noop_ref,
+    .dropout_row = fa_dropout_row_ref,
 };
