@@ -194,6 +194,8 @@ for _name, _restype, _argtypes in [
     ("flashattn_varlen_init_size", None, [ctypes.c_void_p, ctypes.c_size_t]),
     ("flashattn_merge", ctypes.c_int, [c_int64, _T, _P(_P(ctypes.c_float)), _T,
                                        _P(ctypes.c_float), _P(Params)]),
+    ("flashattn_dropout_mask", ctypes.c_int, [_P(Params), c_int64, c_int64, c_int64, c_int64,
+                                              c_int64, c_int64, ctypes.c_void_p]),
 ]:
     if hasattr(lib, _name):
         getattr(lib, _name).restype = _restype
@@ -450,6 +452,33 @@ def with_modifiers(params, softcap=0.0, alibi=None, sinks=None, dsinks=None, bia
     p.mask = None if mask is None else ctypes.addressof(mask)
     p.keep = (params, bias, mask)  # (a Python attribute: lives as long as p)
     return p
+
+
+def with_dropout(params, dropout_p, seed, offset=0):
+    """A copy of params with attention dropout at rate dropout_p (the
+    header's "Dropout": the mask is a function of seed, offset and the
+    element), or params itself when dropout_p is 0."""
+    try:
+        rate = float(dropout_p)
+    except (TypeError, ValueError):
+        raise ValueError("dropout_p must be a number, got %r" % (dropout_p,)) from None
+    if not 0.0 <= rate < 1.0:
+        raise ValueError("dropout_p is %r: must be in [0, 1)" % (dropout_p,))
+    if rate == 0.0:
+        return params
+    p = Params.from_buffer_copy(params)
+    p.dropout_p, p.dropout_seed, p.dropout_offset = rate, seed, offset
+    p.keep = (params, getattr(params, "keep", None))
+    return p
+
+
+def dropout_keep(params, heads, b, h, i, n):
+    """The dropout mask of row (b, h, i), keys 0 .. n - 1: bytes, 1 kept."""
+    require("flashattn_dropout_mask", "returning the dropout mask")
+    out = (ctypes.c_uint8 * max(n, 1))()
+    check(lib.flashattn_dropout_mask(ctypes.byref(params), heads, b, h, i, 0, n, out),
+          "flashattn_dropout_mask")
+    return bytes(out)[:n]
 
 
 def bad_shape(message):

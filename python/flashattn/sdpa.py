@@ -7,8 +7,11 @@ the heads) dimension. The mask is handed to the library by its strides
 after torch's broadcast (expand: stride 0 on the broadcast dimensions), so
 a (seq_q, seq_k) mask is never copied to (batch, heads, seq_q, seq_k).
 A float mask that requires grad gets its gradient (the C library's
-dbias). What the library cannot compute raises (NotImplementedError):
-dropout, float64 and other dtypes, tensors off the CPU,
+dbias). dropout_p drops as torch does (P times mask / (1 - p)), the mask
+from the library's Philox stream, seeded from torch's CPU generator (so
+torch.manual_seed reproduces it; the masks are not torch's own). What the
+library cannot compute raises (NotImplementedError): float64 and other
+dtypes, tensors off the CPU,
 more than four dimensions, a value head dim other than the query's, a
 scale of 0 or not finite. Inputs torch itself
 rejects raise RuntimeError, as torch does.
@@ -159,14 +162,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     mask, all -inf in a float one) gives out = 0 and zero gradients (the
     library's rule: O = 0, LSE = -inf). torch 2.5 and later do the same
     on the CPU; earlier torch versions return NaN rows.
+    dropout_p drops P as torch does, with the library's own masks.
     Raises NotImplementedError for what the library cannot compute:
-    dropout_p > 0, an attn_mask that requires grad, float64 or other
-    dtypes, tensors off the CPU, more than 4 dimensions, a value head dim
+    float64 or other dtypes, tensors off the CPU, more than 4 dimensions, a value head dim
     other than query's, a scale of 0 or not finite.
     """
-    if dropout_p != 0.0:
-        raise NotImplementedError("flashattn: dropout_p=%r is not supported (the C library has "
-                                  "no dropout); pass dropout_p=0.0" % (dropout_p,))
     for t, name in ((query, "query"), (key, "key"), (value, "value")):
         _check(t, name)
     if not query.dtype == key.dtype == value.dtype:
@@ -227,6 +227,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     params = _lib.params(scale=scale, causal=bool(is_causal), align=_lib.ALIGN_TOP_LEFT,
                          num_threads=torch.get_num_threads())
+    if dropout_p != 0.0:   # (seeded from torch's CPU generator, as torch's own dropout is)
+        params = _lib.with_dropout(params, dropout_p, int(torch.randint(0, 2 ** 62, (1,)).item()))
     if attn_mask is not None:
         mask, scores = _scores(attn_mask, query.dtype, (batch, heads, seq_q, seq_k))
         if mask.dtype == torch.bool:

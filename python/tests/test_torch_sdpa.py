@@ -235,7 +235,6 @@ def test_rows_that_see_no_key_give_zero(dtype):
 
 
 @pytest.mark.parametrize("call,error,message", [
-    (lambda q, k, v, m: sdpa(q, k, v, dropout_p=0.1), NotImplementedError, "dropout_p"),
     (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m, is_causal=True), RuntimeError,
      "should not be set when is_causal"),
     (lambda q, k, v, m: sdpa(q.double(), k.double(), v.double()), NotImplementedError,
