@@ -10,7 +10,8 @@ BENCH_ARGS ?= --seq 512,1024,2048,4096 --heads 8 --head-dim 128 --reps 3
 VENV ?= $(BUILD)/venv
 PREFIX ?= /usr/local
 
-.PHONY: all build run test test-release test-asan test-python install clean
+.PHONY: all build run test test-release asan-build test-asan python-env test-python \
+	test-python-asan install clean
 
 all: build
 
@@ -21,24 +22,41 @@ build:
 run: build
 	OMP_PROC_BIND=spread OMP_PLACES=cores $(BUILD)/flashattn bench $(BENCH_ARGS)
 
-test: test-release test-asan test-python
+test: test-release test-asan test-python test-python-asan
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan:
+asan-build:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFLASHATTN_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+test-asan: asan-build
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
 
 # The Python package, installed by `pip install .` into its own virtual
 # environment; torch is not installed there (too large), so its tests skip.
-test-python:
+python-env:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q numpy ml_dtypes pytest scikit-build-core
 	$(VENV)/bin/pip install -q --no-build-isolation -C build-dir=$(BUILD)/python .
+
+test-python: python-env
 	$(VENV)/bin/pytest -q python/tests
+
+# The Python suite again on the sanitizer build's library: the package's
+# memory errors (a prototype that passes a wrong size, a buffer too small)
+# happen in C, where only ASan sees them. The interpreter is not built with
+# ASan, so its runtime is preloaded (the one the library was linked
+# against), and its own leaks are not reported. --capture=sys: a report
+# written to fd 2 by a dying process would be lost in pytest's capture.
+test-python-asan: python-env asan-build
+	asan=$$(ldd $(ASAN_BUILD)/libflashattn.so | awk '/libasan/ {print $$3}'); \
+	test -n "$$asan" || { echo "$(ASAN_BUILD)/libflashattn.so is not linked against libasan"; exit 1; }; \
+	LD_PRELOAD=$$asan ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		FLASHATTN_LIBRARY=$(CURDIR)/$(ASAN_BUILD)/libflashattn.so \
+		$(VENV)/bin/pytest -q --capture=sys python/tests
 
 # The prefix is given at configure time too: GNUInstallDirs picks the library
 # directory from it (lib/<multiarch> for /usr on Debian).
