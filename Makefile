@@ -6,13 +6,14 @@
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 CLANG_BUILD ?= build-clang
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?= --seq 512,1024,2048,4096 --heads 8 --head-dim 128 --reps 3
 VENV ?= $(BUILD)/venv
 PREFIX ?= /usr/local
 
 .PHONY: all build run test test-release asan-build test-asan python-env test-python \
-	test-python-asan test-clang install clean
+	test-python-asan test-clang test-tsan install clean
 
 all: build
 
@@ -23,7 +24,7 @@ build:
 run: build
 	OMP_PROC_BIND=spread OMP_PLACES=cores $(BUILD)/flashattn bench $(BENCH_ARGS)
 
-test: test-release test-asan test-python test-python-asan test-clang
+test: test-release test-asan test-python test-python-asan test-clang test-tsan
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -68,6 +69,15 @@ test-clang:
 	cmake --build $(CLANG_BUILD) -j $(JOBS)
 	cd $(CLANG_BUILD) && ctest --output-on-failure -j $(JOBS) -E '$(CLANG_SKIP)'
 
+# The concurrency test under ThreadSanitizer (clang), OpenMP off: libomp is
+# not instrumented, so TSan would report its internals; the test's own
+# threads are the callers at once.
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+		-DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_C_FLAGS="-fsanitize=thread" -DFLASHATTN_OPENMP=OFF >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_concurrency
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(TSAN_BUILD)/tests/test_concurrency
+
 # The prefix is given at configure time too: GNUInstallDirs picks the library
 # directory from it (lib/<multiarch> for /usr on Debian).
 install:
@@ -76,4 +86,4 @@ install:
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD) $(TSAN_BUILD)
