@@ -5,12 +5,15 @@
 # libraries, the CMake package and the pkg-config file (DESTDIR works too).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+CLANG_BUILD ?= build-clang
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?= --seq 512,1024,2048,4096 --heads 8 --head-dim 128 --reps 3
 VENV ?= $(BUILD)/venv
 PREFIX ?= /usr/local
 
-.PHONY: all build run test test-release test-asan test-python install clean
+.PHONY: all build run test test-release asan-build test-asan python-env test-python \
+	test-python-asan test-clang test-tsan install clean
 
 all: build
 
@@ -21,24 +24,59 @@ build:
 run: build
 	OMP_PROC_BIND=spread OMP_PLACES=cores $(BUILD)/flashattn bench $(BENCH_ARGS)
 
-test: test-release test-asan test-python
+test: test-release test-asan test-python test-python-asan test-clang test-tsan
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan:
+asan-build:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFLASHATTN_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+test-asan: asan-build
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS)
 
 # The Python package, installed by `pip install .` into its own virtual
 # environment; torch is not installed there (too large), so its tests skip.
-test-python:
+python-env:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q numpy ml_dtypes pytest scikit-build-core
 	$(VENV)/bin/pip install -q --no-build-isolation -C build-dir=$(BUILD)/python .
+
+test-python: python-env
 	$(VENV)/bin/pytest -q python/tests
+
+# The Python suite again on the sanitizer build's library: the package's
+# memory errors (a prototype that passes a wrong size, a buffer too small)
+# happen in C, where only ASan sees them. The interpreter is not built with
+# ASan, so its runtime is preloaded (the one the library was linked
+# against), and its own leaks are not reported. --capture=sys: a report
+# written to fd 2 by a dying process would be lost in pytest's capture.
+test-python-asan: python-env asan-build
+	asan=$$(ldd $(ASAN_BUILD)/libflashattn.so | awk '/libasan/ {print $$3}'); \
+	test -n "$$asan" || { echo "$(ASAN_BUILD)/libflashattn.so is not linked against libasan"; exit 1; }; \
+	LD_PRELOAD=$$asan ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		FLASHATTN_LIBRARY=$(CURDIR)/$(ASAN_BUILD)/libflashattn.so \
+		$(VENV)/bin/pytest -q --capture=sys python/tests
+
+# Everything built by clang as well (library, tools, tests), and the tests
+# that are quick there; the long sweeps (forward, backward, varlen,
+# determinism, modifiers, the CLI and its benchmarks) run on the gcc builds.
+CLANG_SKIP = ^(test_forward|test_backward|test_varlen|test_determinism|test_modifiers|test_cli|test_bench.*|test_tune|test_baseline)$$
+test-clang:
+	cmake -S . -B $(CLANG_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(CLANG_BUILD) -j $(JOBS)
+	cd $(CLANG_BUILD) && ctest --output-on-failure -j $(JOBS) -E '$(CLANG_SKIP)'
+
+# The concurrency test under ThreadSanitizer (clang), OpenMP off: libomp is
+# not instrumented, so TSan would report its internals; the test's own
+# threads are the callers at once.
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+		-DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_C_FLAGS="-fsanitize=thread" -DFLASHATTN_OPENMP=OFF >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_concurrency
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(TSAN_BUILD)/tests/test_concurrency
 
 # The prefix is given at configure time too: GNUInstallDirs picks the library
 # directory from it (lib/<multiarch> for /usr on Debian).
@@ -48,4 +86,4 @@ install:
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD) $(TSAN_BUILD)

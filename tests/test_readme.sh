@@ -1,11 +1,15 @@
 #!/bin/bash
 # README.md's C quick start, compiled and run as the README tells a user to:
-# the first ```c block after the <!-- quickstart-c --> marker, built with
-# `cc -std=c11 quick.c -I include -L build -lflashattn -lm` against this
-# build's shared library and run with LD_LIBRARY_PATH=build. A README edit
-# that breaks the snippet, or a build that stops putting libflashattn.so
-# where the README's command looks for it, fails here rather than on a
-# user's machine.
+# the first ```c block after the <!-- quickstart-c --> marker saved as
+# quick.c, then the README's own `cc ...` command (the first one in its
+# "C quick start" section) run in a directory where include/ and build/
+# are this tree's and this build's. So the include, link and run-time
+# flags it gives are the ones tested: a README edit that breaks the
+# snippet or the command, or a build that stops putting libflashattn.so
+# where the command looks for it, fails here rather than on a user's
+# machine. cc is this build's compiler (clang in a clang build), with
+# -Wall -Wextra -pedantic -Werror: gcc before 14 accepts a call to an
+# undeclared function (a missing #include) with only a warning.
 # Usage: bash test_readme.sh path/to/build/flashattn
 set -u
 BIN=${1:?usage: test_readme.sh path/to/build/flashattn}
@@ -39,16 +43,21 @@ grep -q 'int main' "$T/quick.c" || die "the C quick start has no main(): it must
 
 [ -e "$BUILD/libflashattn.so" ] ||
     die "no $BUILD/libflashattn.so: the README's 'cc ... -L build -lflashattn' needs the shared library there"
+cmd=$(awk -v marker="$MARKER" '/^## C quick start/ { s = 1 } index($0, marker) { exit } s' "$README" |
+    grep -o '`cc [^`]*`' | head -n 1 | tr -d '`')
+[ -n "$cmd" ] || die "README.md's C quick start gives no \`cc ...\` command before its code"
+echo "README's command: $cmd"
+ln -s "$SRC/include" "$T/include" && ln -s "$BUILD" "$T/build" || die "cannot link include/ and build/ into $T"
+CCBIN=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
 # A sanitizer build's library needs the sanitizer runtime first in the
 # process, so the program is built with the same runtime there.
 SAN=
 grep -q '^FLASHATTN_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && SAN=-fsanitize=address,undefined
-(cd "$T" && ${CC:-cc} -std=c11 quick.c -I "$SRC/include" -L "$BUILD" -lflashattn -lm $SAN -o quick) \
-    >"$T/cc.log" 2>&1 || { cat "$T/cc.log"; die "the C quick start does not compile as written"; }
-
-out=$(cd "$T" && LD_LIBRARY_PATH="$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ./quick 2>&1)
+cc() { command "${CCBIN:-${CC:-cc}}" "$@" -Wall -Wextra -pedantic -Werror $SAN; }
+out=$(cd "$T" && eval "$cmd" 2>&1)
 rc=$?
 echo "$out"
+[ -x "$T/a.out" ] || die "the C quick start does not compile as written (output above)"
 [ $rc = 0 ] || die "the C quick start exited with status $rc"
 # The line it prints names the version of the library it ran: this build's,
 # not some other libflashattn on the system.

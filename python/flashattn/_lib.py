@@ -162,44 +162,50 @@ lib = ctypes.CDLL(_library_path())
 
 _P = ctypes.POINTER
 _T = _P(Tensor)
-for _name, _restype, _argtypes in [
-    ("flashattn_fwd_workspace_size", ctypes.c_int,
-     [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
-    ("flashattn_fwd", ctypes.c_int,
-     [_T, _T, _T, _T, _P(ctypes.c_float), _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
-    ("flashattn_params_init_size", None, [ctypes.c_void_p, ctypes.c_size_t]),
-    ("flashattn_tensor_bshd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
-    ("flashattn_tensor_bhsd", Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
-    ("flashattn_strerror", ctypes.c_char_p, [ctypes.c_int]),
-    ("flashattn_last_error", ctypes.c_char_p, []),
-    ("flashattn_version", ctypes.c_char_p, []),
-    ("flashattn_isa", ctypes.c_char_p, []),
-]:
-    _fn = getattr(lib, _name)
-    _fn.restype = _restype
-    _fn.argtypes = _argtypes
+_F = _P(ctypes.c_float)
+_SIZE = ctypes.c_size_t
+# Every entry point the package calls: (whether every library this package
+# has shipped with has it, return type, argument types as
+# include/flashattn.h declares them). Both kinds of prototype below are
+# made from this table, and python/tests/test_prototypes.py checks it
+# against the header: ctypes cannot see an argument missing here, and
+# passes the value given for it with C's default conversions (a Python int
+# as a 32-bit int, its slot's upper half left as it was), so decode once
+# read a garbage workspace size and wrote past its scratch buffer. The
+# functions that need an entry point not always there raise
+# NotImplementedError when the loaded library lacks it.
+PROTOTYPES = {
+    "flashattn_fwd_workspace_size": (True, ctypes.c_int,
+                                     [_T, _T, _T, _T, _F, _P(Params), _P(_SIZE)]),
+    "flashattn_fwd": (True, ctypes.c_int,
+                      [_T, _T, _T, _T, _F, _P(Params), ctypes.c_void_p, _SIZE]),
+    "flashattn_params_init_size": (True, None, [_P(Params), _SIZE]),
+    "flashattn_tensor_bshd": (True, Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
+    "flashattn_tensor_bhsd": (True, Tensor, [ctypes.c_void_p, ctypes.c_int] + [c_int64] * 4),
+    "flashattn_strerror": (True, ctypes.c_char_p, [ctypes.c_int]),
+    "flashattn_last_error": (True, ctypes.c_char_p, []),
+    "flashattn_version": (True, ctypes.c_char_p, []),
+    "flashattn_isa": (True, ctypes.c_char_p, []),
+    "flashattn_bwd": (False, ctypes.c_int, [_T, _T, _T, _T, _T, _F, _T, _T, _T, _P(Params),
+                                            ctypes.c_void_p, _SIZE]),
+    "flashattn_bwd_workspace_size": (False, ctypes.c_int,
+                                     [_T, _T, _T, _T, _T, _F, _T, _T, _T, _P(Params), _P(_SIZE)]),
+    "flashattn_decode": (False, ctypes.c_int, [_T, _P(KVCache), _T, _T, _T, _F, _P(Params),
+                                               ctypes.c_void_p, _SIZE]),
+    "flashattn_decode_workspace_size": (False, ctypes.c_int,
+                                        [_T, _P(KVCache), _T, _T, _T, _F, _P(Params), _P(_SIZE)]),
+    "flashattn_kv_cache_init_size": (False, None, [_P(KVCache), _SIZE]),
+    "flashattn_varlen_init_size": (False, None, [_P(Varlen), _SIZE]),
+    "flashattn_merge": (False, ctypes.c_int, [c_int64, _T, _P(_F), _T, _F, _P(Params)]),
+    "flashattn_dropout_mask": (False, ctypes.c_int, [_P(Params)] + [c_int64] * 6 +
+                               [_P(ctypes.c_uint8)]),
+}
 
-# Entry points that arrived after the forward; the functions that need one
-# raise NotImplementedError when the loaded library lacks it.
-for _name, _restype, _argtypes in [
-    ("flashattn_bwd", ctypes.c_int, [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T,
-                                     _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
-    ("flashattn_bwd_workspace_size", ctypes.c_int,
-     [_T, _T, _T, _T, _T, _P(ctypes.c_float), _T, _T, _T, _P(Params), _P(ctypes.c_size_t)]),
-    ("flashattn_decode", ctypes.c_int, [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float),
-                                        _P(Params), ctypes.c_void_p, ctypes.c_size_t]),
-    ("flashattn_decode_workspace_size", ctypes.c_int,
-     [_T, _P(KVCache), _T, _T, _T, _P(ctypes.c_float), _P(Params), _P(ctypes.c_size_t)]),
-    ("flashattn_kv_cache_init_size", None, [ctypes.c_void_p, ctypes.c_size_t]),
-    ("flashattn_varlen_init_size", None, [ctypes.c_void_p, ctypes.c_size_t]),
-    ("flashattn_merge", ctypes.c_int, [c_int64, _T, _P(_P(ctypes.c_float)), _T,
-                                       _P(ctypes.c_float), _P(Params)]),
-    ("flashattn_dropout_mask", ctypes.c_int, [_P(Params), c_int64, c_int64, c_int64, c_int64,
-                                              c_int64, c_int64, ctypes.c_void_p]),
-]:
-    if hasattr(lib, _name):
-        getattr(lib, _name).restype = _restype
-        getattr(lib, _name).argtypes = _argtypes
+for _name, (_always, _restype, _argtypes) in PROTOTYPES.items():
+    if _always or hasattr(lib, _name):
+        _fn = getattr(lib, _name)
+        _fn.restype = _restype
+        _fn.argtypes = _argtypes
 
 
 # The front ends call the attention entry points through second prototypes
@@ -216,26 +222,28 @@ if TENSOR.size != ctypes.sizeof(Tensor) or Tensor.stride_dim.offset != TENSOR.si
                       "(%d bytes)" % (TENSOR.size, ctypes.sizeof(Tensor)))
 
 
-def _by_address(name, pointers, sized):
-    """`name` taking `pointers` void * arguments (then a size_t when
-    `sized`), or None when the library lacks it. ctypes drops the GIL
-    for these calls too (CFUNCTYPE, not PYFUNCTYPE)."""
+def _by_address_argtypes(argtypes):
+    """PROTOTYPES' argument types with every pointer made a plain address."""
+    return [ctypes.c_void_p if issubclass(a, (ctypes._Pointer, ctypes.c_void_p)) else a
+            for a in argtypes]
+
+
+def _by_address(name):
+    """`name` taking its pointers as void *, or None when the library lacks
+    it. ctypes drops the GIL for these calls too (CFUNCTYPE, not
+    PYFUNCTYPE)."""
     if not hasattr(lib, name):
         return None
-    args = [ctypes.c_void_p] * pointers + ([ctypes.c_size_t] if sized else [])
-    return ctypes.CFUNCTYPE(ctypes.c_int, *args)((name, lib))
+    _, restype, argtypes = PROTOTYPES[name]
+    return ctypes.CFUNCTYPE(restype, *_by_address_argtypes(argtypes))((name, lib))
 
 
-# Every argument must be declared: an extra one is passed with C's default
-# conversions (a Python int as a 32-bit int), so a size_t workspace_bytes
-# left undeclared arrives with garbage in its upper half.
-fwd_at = _by_address("flashattn_fwd", 7, True)
-fwd_workspace_size_at = _by_address("flashattn_fwd_workspace_size", 7, False)
-bwd_at = _by_address("flashattn_bwd", 11, True)
-bwd_workspace_size_at = _by_address("flashattn_bwd_workspace_size", 11, False)
-# (q, cache, k_new, v_new, o, lse, params: 7 pointers, then the workspace)
-decode_at = _by_address("flashattn_decode", 8, True)
-decode_workspace_size_at = _by_address("flashattn_decode_workspace_size", 8, False)
+fwd_at = _by_address("flashattn_fwd")
+fwd_workspace_size_at = _by_address("flashattn_fwd_workspace_size")
+bwd_at = _by_address("flashattn_bwd")
+bwd_workspace_size_at = _by_address("flashattn_bwd_workspace_size")
+decode_at = _by_address("flashattn_decode")
+decode_workspace_size_at = _by_address("flashattn_decode_workspace_size")
 
 
 def has(symbol):

@@ -3,6 +3,7 @@ order, described to the C library by their strides, so views (transposes,
 slices, packed QKV) are read in place."""
 
 import ctypes
+import operator
 
 import ml_dtypes
 import numpy as np
@@ -192,8 +193,18 @@ def _trimmed(a, longest, given):
     return a
 
 
+def _real(a, name):
+    """`a` as a contiguous float32 array, refused (ValueError) unless its
+    values are real numbers: np.float32() would raise TypeError on objects
+    and drop a complex value's imaginary part with only a warning."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "biuf":
+        raise ValueError("%s must hold real numbers, got dtype %s" % (name, a.dtype))
+    return np.ascontiguousarray(a, np.float32)
+
+
 def _float_vector(a, name, shape):
-    a = np.ascontiguousarray(a, np.float32)
+    a = _real(a, name)
     if a.shape != shape:
         raise _lib.bad_shape("%s must have shape %s, got %s" % (name, shape, a.shape))
     return a
@@ -413,13 +424,22 @@ def _rotary(rotary_cos, rotary_sin, interleaved):
         return None, ()
     if rotary_cos is None or rotary_sin is None:
         raise ValueError("give both rotary_cos and rotary_sin, or neither")
-    cos = np.ascontiguousarray(rotary_cos, np.float32)
-    sin = np.ascontiguousarray(rotary_sin, np.float32)
+    cos, sin = _real(rotary_cos, "rotary_cos"), _real(rotary_sin, "rotary_sin")
     if cos.ndim != 2 or cos.shape != sin.shape:
         raise ValueError("rotary_cos and rotary_sin must both be (seqlen_ro, rotary_dim / 2), "
                          "got %s and %s" % (cos.shape, sin.shape))
     return (cos.ctypes.data, sin.ctypes.data, cos.shape[0], 2 * cos.shape[1],
             1 if interleaved else 0), (cos, sin)
+
+
+def _scalar_length(n):
+    """One cache length for every sequence: an integer (int() would turn
+    2.5 into 2 without a word)."""
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise ValueError("cache_seqlens must be an integer or a 1-D integer array, got %r"
+                         % (n,)) from None
 
 
 def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None,
@@ -500,7 +520,7 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
         table = (block_table.ctypes.data, block_table.shape[1])
         capacity *= block_table.shape[1]
     if cache_seqlens is None or np.ndim(cache_seqlens) == 0:
-        fill = capacity if cache_seqlens is None else int(cache_seqlens)
+        fill = capacity if cache_seqlens is None else _scalar_length(cache_seqlens)
         cache_seqlens = np.full(batch, fill, np.int64)
     lens = _index_array(cache_seqlens, "cache_seqlens", 1,
                         [np.dtype(np.int64), np.dtype(np.int32)])
@@ -679,6 +699,18 @@ def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_
     return _gradients(dq, dk, dv, params)
 
 
+def _out_dtype(dtype):
+    """A dtype argument as one of the library's output dtypes."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt not in _DTYPES:
+        raise ValueError("dtype %s is not supported: give float32, float16 or "
+                         "ml_dtypes.bfloat16" % (dt if dt is not None else repr(dtype)))
+    return dt
+
+
 def merge(outs, lses, dtype=None, num_threads=0, *, out=None):
     """Combine attention results over disjoint sets of keys into the result
     over their union, exactly (split-KV, long contexts in pieces, ring
@@ -697,7 +729,7 @@ def merge(outs, lses, dtype=None, num_threads=0, *, out=None):
         raise ValueError("give one lse per partial output, and at least one of each")
     shape = outs[0].shape
     lses = [_lse_input(x, (shape[0], shape[2], shape[1])) for x in lses]
-    o = _output(out, shape, outs[0].dtype if dtype is None else np.dtype(dtype))
+    o = _output(out, shape, outs[0].dtype if dtype is None else _out_dtype(dtype))
     lse = np.empty((shape[0], shape[2], shape[1]), np.float32)
     parts = (_lib.Tensor * len(outs))(*[describe(x) for x in outs])
     lse_ptrs = (_FLOAT_PTR * len(lses))(*[x.ctypes.data_as(_FLOAT_PTR) for x in lses])

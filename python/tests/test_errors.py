@@ -124,3 +124,42 @@ def test_status_to_exception_mapping(status, cls):
         _lib.check(status, "what")
     assert info.value.status == status and isinstance(info.value, flashattn.Error)
     _lib.check(_lib.OK, "what")
+
+
+# Arguments the front end converts itself: a value it cannot use is a
+# ValueError naming the argument, never a KeyError or TypeError from inside
+# the conversion, nor a value silently changed.
+@pytest.mark.parametrize("dtype,shown", [
+    (np.int32, "int32"), (np.float64, "float64"), (object, "object"), ("foo", "'foo'"),
+    ("complex64", "complex64"),
+])
+def test_merge_refuses_an_output_dtype_it_cannot_write(dtype, shown):
+    out, lse = flashattn.attention(*qkv(), return_lse=True)
+    with pytest.raises(ValueError, match="dtype %s is not supported" % shown):
+        flashattn.merge([out], [lse], dtype=dtype)
+    assert flashattn.merge([out], [lse], dtype="float16")[0].dtype == np.float16
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(alibi_slopes=object()), "alibi_slopes must hold real numbers"),
+    (dict(alibi_slopes=np.ones(2, np.complex64)), "alibi_slopes must hold real numbers"),
+    (dict(sinks={}), "sinks must hold real numbers"),
+    (dict(sinks=np.array(["a", "b"])), "sinks must hold real numbers"),
+])
+def test_modifier_vectors_must_be_real(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        flashattn.attention(*qkv(), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(cache_seqlens=2.5), "cache_seqlens must be an integer"),
+    (dict(cache_seqlens=object()), "cache_seqlens must be an integer"),
+    (dict(cache_seqlens=2, rotary_cos=object(), rotary_sin=np.ones((8, 4), np.float32)),
+     "rotary_cos must hold real numbers"),
+    (dict(cache_seqlens=2, rotary_cos=np.ones((8, 4), np.float32),
+          rotary_sin=np.ones((8, 4), np.complex64)), "rotary_sin must hold real numbers"),
+])
+def test_decode_arguments_converted_by_the_front_end(kwargs, message):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=message):
+        flashattn.attention_with_kvcache(q, k, v, **kwargs)

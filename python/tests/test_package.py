@@ -2,6 +2,7 @@
 torch, and the GIL is free while the library computes."""
 
 import ctypes
+import os
 import pathlib
 import re
 import subprocess
@@ -79,6 +80,18 @@ def test_imports_and_computes_without_torch():
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+def test_flashattn_library_chooses_the_library():
+    """FLASHATTN_LIBRARY wins over the library installed beside the package
+    (`make test-python-asan` relies on it to test the sanitizer build)."""
+    script = "import flashattn._lib as l; print(l.lib._name)"
+    env = dict(os.environ, FLASHATTN_LIBRARY=_lib.lib._name)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and run.stdout.strip() == _lib.lib._name, run.stderr
+    env["FLASHATTN_LIBRARY"] = "/nonexistent/libflashattn.so"
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert run.returncode != 0 and "/nonexistent/libflashattn.so" in run.stderr
 
 
 def _inputs_for_a_call_of(seconds):
