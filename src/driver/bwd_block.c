@@ -47,6 +47,7 @@ typedef struct {
     float *st, *dpt, *dqt;         /* [keys][tile_ld] twice, [d][bm] */
     float *cols;                   /* dot route or softcap: lse2 and D of a step's queries */
     float *dcap;                   /* softcap: 1 - tanh^2, [keys][tile_ld] */
+    float *drop;                   /* dropout: Z, [keys][tile_ld] */
 } kv_item;
 
 static void acquire(atomic_int *l) {
@@ -85,28 +86,41 @@ static void add_dbias(const fa_bwd_problem *pb, const fa_seq *seq, const q_tile 
  * dO V^T, the gradient of P Z): with Z the mask over 1 - p,
  *   dS = P (Z dP' - D)   and   P^T becomes (P Z)^T for dV,
  * D = rowsum(dO * O) being dO . (P Z) V already. Z of query i comes from
- * dropout_row over this item's keys, as the forward drew it. */
+ * dropout_row over this item's keys, as the forward drew it, written down
+ * the tile's column i; the update then runs along the rows. */
 static void dropout_tile(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                          const fa_seq *seq, const kv_item *t, const q_tile *q, int64_t m) {
     const fa_problem *f = &pb->f;
     const int64_t lt = plan->tile_ld, d = f->head_dim, da = d + 1, nr = kern->nr;
+    const int64_t m16 = fa_round_up_i64(m, FA_COL_ALIGN);
     const int keys = (int)(t->j1 - t->j0);
-    const float *dd = t->cols + fa_round_up_i64(plan->block_m, FA_COL_ALIGN); /* dot route's D */
+    float *dd = t->cols + fa_round_up_i64(plan->block_m, FA_COL_ALIGN); /* D per query */
+    if (!plan->bf16_dot) /* (the dot route's dot_scores put them there) */
+        for (int64_t c = 0; c < m16; c++)
+            dd[c] = q->dot[(q->i0 + c) / nr * da * nr + d * nr + (q->i0 + c) % nr];
     uint32_t key[2];
     fa_dropout_key(&f->dropout, seq->idx * f->heads_q + q->h, key);
     float z[FA_MAX_BLOCK];
-    for (int64_t c = 0; c < m; c++) {
-        const int64_t i = q->i0 + c;
-        const float D = plan->bf16_dot ? dd[c] : q->dot[i / nr * da * nr + d * nr + i % nr];
-        for (int r = 0; r < keys; r++) z[r] = 1.0f;
-        kern->dropout_row(z, keys, key, (uint32_t)i, f->dropout.offset, t->j0, f->dropout.threshold,
-                          f->dropout.scale);
-        for (int r = 0; r < keys; r++) {
-            float *p = t->st + r * lt + c, *ds = t->dpt + r * lt + c;
-            const float g = z[r] * (*ds + D) - D;
-            *ds = kern->careful ? fa_careful_mul(*p, g) : *p * g;
-            *p = kern->careful ? fa_careful_mul(*p, z[r]) : *p * z[r];
-        }
+    for (int64_t c = 0; c < m16; c++) {
+        for (int r = 0; r < keys; r++) z[r] = c < m ? 1.0f : 0.0f;
+        if (c < m)
+            kern->dropout_row(z, keys, key, (uint32_t)(q->i0 + c), f->dropout.offset, t->j0,
+                              f->dropout.threshold, f->dropout.scale);
+        for (int r = 0; r < keys; r++) t->drop[r * lt + c] = z[r];
+    }
+    for (int r = 0; r < keys; r++) {
+        float *p = t->st + r * lt, *ds = t->dpt + r * lt;
+        const float *zr = t->drop + r * lt;
+        if (kern->careful)
+            for (int64_t c = 0; c < m16; c++) {
+                ds[c] = fa_careful_mul(p[c], zr[c] * (ds[c] + dd[c]) - dd[c]);
+                p[c] = fa_careful_mul(p[c], zr[c]);
+            }
+        else
+            for (int64_t c = 0; c < m16; c++) {
+                ds[c] = p[c] * (zr[c] * (ds[c] + dd[c]) - dd[c]);
+                p[c] *= zr[c];
+            }
     }
 }
 
@@ -265,7 +279,7 @@ int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_k
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_DK), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DV),
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_ST), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DPT),
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), fa_bwd_tile(plan, tw, FA_BWD_THREAD_COLS),
-                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DCAP)};
+                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DCAP), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DROP)};
 
     if (plan->bf16_dot) {
         /* K and V rows as given (pairs of elements) for S^T and dP^T; K^T in f32 */

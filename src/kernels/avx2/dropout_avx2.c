@@ -3,16 +3,15 @@
  * per group of four columns, so a step covers 32 columns. The 32x32 -> 64
  * products come from VPMULUDQ on the even lanes and on the odd lanes
  * shifted down; the four output words of the eight groups are transposed
- * into column order and compared (unsigned) with the threshold. The
- * columns before the first whole group and after the last whole step go
- * through the portable kernel: the mask is a pure function of the column,
- * so the bits are the same whichever computes it.
+ * into column order and compared (unsigned) with the threshold. A step
+ * that sticks out of the row (a start inside a group, the row's end) runs
+ * on a copy of the columns it has: the mask is a pure function of the
+ * column, so the bits are the portable kernel's.
  */
 #include <immintrin.h>
 
 #include "core/philox.h"
 #include "kernels/avx2/avx2.h"
-#include "kernels/ref/ref.h"
 
 /* (hi, lo) of the eight products m * c, lane by lane */
 static inline void mulhilo(__m256i m, __m256i c, __m256i *hi, __m256i *lo) {
@@ -60,11 +59,25 @@ static void step32(float *x, const uint32_t key[2], uint32_t row, uint64_t offse
 void fa_dropout_row_avx2(float *x, int64_t n, const uint32_t key[2], uint32_t row, uint64_t offset,
                          int64_t j0, uint32_t threshold, float scale) {
     FA_KERNEL_CONTRACT(n >= 0 && j0 >= 0);
-    const int64_t head = (4 - j0 % 4) % 4 < n ? (4 - j0 % 4) % 4 : n;
-    fa_dropout_row_ref(x, head, key, row, offset, j0, threshold, scale);
     const __m256i thr = _mm256_set1_epi32((int)threshold);
     const __m256 s = _mm256_set1_ps(scale);
-    int64_t t = head;
-    for (; t + 32 <= n; t += 32) step32(x + t, key, row, offset, (j0 + t) >> 2, thr, s);
-    fa_dropout_row_ref(x + t, n - t, key, row, offset, j0 + t, threshold, scale);
+    /* steps of eight groups from the group of j0; a step that sticks out
+     * of [j0, j0 + n) runs on a copy of the columns it has */
+    for (int64_t g = j0 >> 2; g << 2 < j0 + n; g += 8) {
+        const int64_t c0 = g << 2; /* the step's first column */
+        if (c0 >= j0 && c0 + 32 <= j0 + n) {
+            step32(x + (c0 - j0), key, row, offset, g, thr, s);
+            continue;
+        }
+        float tmp[32];
+        for (int w = 0; w < 32; w++) {
+            const int64_t t = c0 + w - j0;
+            tmp[w] = t >= 0 && t < n ? x[t] : 0.0f;
+        }
+        step32(tmp, key, row, offset, g, thr, s);
+        for (int w = 0; w < 32; w++) {
+            const int64_t t = c0 + w - j0;
+            if (t >= 0 && t < n) x[t] = tmp[w];
+        }
+    }
 }
