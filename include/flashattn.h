@@ -80,7 +80,7 @@ extern "C" {
 #define FLASHATTN_VERSION_MINOR 3
 #define FLASHATTN_VERSION_PATCH 0
 
-#define FLASHATTN_MAX_HEAD_DIM 256
+#define FLASHATTN_MAX_HEAD_DIM 512
 /* The longest sequence flashattn_bwd takes (see there). */
 #define FLASHATTN_MAX_BWD_SEQ ((int64_t)1 << 24)
 

@@ -80,7 +80,7 @@ int main(void) {
     CASE(FLASHATTN_ERR_BAD_SHAPE, f.o.t.seqlen = 8);
     CASE(FLASHATTN_ERR_BAD_SHAPE, f.o.t.batch = 1);
     CASE(FLASHATTN_ERR_BAD_HEAD_DIM, f.q.t.head_dim = 0);
-    CASE(FLASHATTN_ERR_BAD_HEAD_DIM, f.q.t.head_dim = f.k.t.head_dim = f.v.t.head_dim = f.o.t.head_dim = 257);
+    CASE(FLASHATTN_ERR_BAD_HEAD_DIM, f.q.t.head_dim = f.k.t.head_dim = f.v.t.head_dim = f.o.t.head_dim = FLASHATTN_MAX_HEAD_DIM + 1);
     CASE(FLASHATTN_ERR_BAD_SHAPE, f.k.t.head_dim = f.v.t.head_dim = 16);
     CASE(FLASHATTN_ERR_BAD_HEADS, f.k.t.heads = f.v.t.heads = 3);
     CASE(FLASHATTN_ERR_BAD_STRIDE, f.q.t.stride_dim = 2);

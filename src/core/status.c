@@ -23,7 +23,7 @@ const char *flashattn_strerror(flashattn_status s) {
     case FLASHATTN_OK: return "success";
     case FLASHATTN_ERR_NULL_POINTER: return "a required pointer is NULL";
     case FLASHATTN_ERR_BAD_SHAPE: return "invalid or inconsistent tensor shape";
-    case FLASHATTN_ERR_BAD_HEAD_DIM: return "head_dim must be between 1 and 256";
+    case FLASHATTN_ERR_BAD_HEAD_DIM: return "head_dim must be between 1 and 512";
     case FLASHATTN_ERR_BAD_HEADS: return "heads_q must be a positive multiple of heads_kv";
     case FLASHATTN_ERR_BAD_STRIDE: return "invalid stride (head_dim stride must be 1)";
     case FLASHATTN_ERR_BAD_DTYPE: return "unsupported dtype";
