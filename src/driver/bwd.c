@@ -205,7 +205,10 @@ static int run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kerne
     const int64_t groups = f->batch * f->heads_kv;
     const int64_t qblocks = plan->qblocks, kvblocks = plan->kvblocks, bn = plan->block_n;
     if (groups == 0) return 1;
-    int finite = 1;
+    /* (an atomic flag, not an OpenMP reduction: clang's libomp implements
+     * one with a lock the library would export) */
+    atomic_int finite;
+    atomic_init(&finite, 1);
     const int64_t tslices = fa_score_tile_slices(f);
     uint8_t *tiles = tslices ? (uint8_t *)fa_region_at(&plan->ws, base, FA_BWD_WS_TILES, 0) : NULL;
 
@@ -243,7 +246,7 @@ static int run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kerne
             }
             /* implicit barrier: the pass's heads are packed */
             const int64_t per_group = plan->deterministic ? plan->slots : kvblocks;
-#pragma omp for schedule(dynamic) reduction(&& : finite)
+#pragma omp for schedule(dynamic)
             for (int64_t it = 0; it < ng * per_group; it++) {
                 /* Groups interleaved, first kv-blocks first: under causal
                  * masks they see the most queries. */
@@ -253,25 +256,25 @@ static int run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kerne
                 const int64_t step = plan->deterministic ? plan->slots : kvblocks;
                 for (int64_t kb = c; kb * bn < seq.seq_k; kb += step) {
                     const int64_t j0 = kb * bn, j1 = j0 + bn < seq.seq_k ? j0 + bn : seq.seq_k;
-                    finite = fa_bwd_kvblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
-                                            plan->deterministic ? (int)c : 0, j0, j1, tw, tiles) &&
-                             finite;
+                    if (!fa_bwd_kvblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
+                                        plan->deterministic ? (int)c : 0, j0, j1, tw, tiles))
+                        atomic_store_explicit(&finite, 0, memory_order_relaxed);
                 }
             }
             /* implicit barrier: every dQ contribution of the pass is in */
-#pragma omp for schedule(dynamic) reduction(&& : finite)
+#pragma omp for schedule(dynamic)
             for (int64_t it = 0; it < heads * qblocks; it++) {
                 const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
                 const fa_seq seq = group_seq(f, g0 + gi);
                 if (qb * plan->block_m >= seq.seq_q) continue;
                 void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
-                finite = reduce_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
-                                       hh % f->group, qb, fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), row) &&
-                         finite;
+                if (!reduce_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase, hh % f->group,
+                                   qb, fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), row))
+                    atomic_store_explicit(&finite, 0, memory_order_relaxed);
             }
         }
     }
-    return finite;
+    return atomic_load_explicit(&finite, memory_order_relaxed);
 }
 
 /* Fast, then, if a NaN or Inf reached a gradient accumulator, the whole
