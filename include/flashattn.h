@@ -33,6 +33,21 @@
  *     PyTorch's scaled_dot_product_attention with is_causal). A window bound
  *     of -1 is unbounded; causal is window_right = 0.
  *   - A row that sees no key gets O = 0 and LSE = -inf.
+ *   - NaN and Inf: every output is the IEEE evaluation of its formula over
+ *     what it depends on, with one rule: in every product 0 times anything
+ *     (Inf and NaN included) is 0. So nothing reaches a row from a key it
+ *     does not see (causal, window, mask, a -inf bias, past seqused_k or
+ *     its sequence): that key's weight P is 0, whatever its K and V hold;
+ *     nor from a key whose weight rounds to 0 in f32. A NaN among the
+ *     scores a row sees (from its Q row, a visible key's K, a bias), or a
+ *     +Inf score, makes that row's O and LSE NaN; a NaN or Inf in a
+ *     visible key's V propagates into O as the sum P V gives it. The
+ *     backward follows the same rule: dQ of a row from what the row sees,
+ *     dK and dV of a key from the rows that see it with nonzero weight.
+ *     Scores are formed in f32: one beyond its range is +-Inf, and the
+ *     rule applies (a +Inf score gives NaN), as in a plain f32 softmax.
+ *     Calls with only finite inputs never take the slower path this rule
+ *     needs; a call that meets a NaN or Inf may take several times longer.
  *   - f16 and bf16 inputs are computed with f32 products, an f32 softmax and
  *     f32 accumulation; O is rounded to its dtype once, at the end. One
  *     exception: on the paths with a bf16 dot-product instruction ("amx",
@@ -66,6 +81,8 @@ extern "C" {
 #define FLASHATTN_VERSION_PATCH 0
 
 #define FLASHATTN_MAX_HEAD_DIM 256
+/* The longest sequence flashattn_bwd takes (see there). */
+#define FLASHATTN_MAX_BWD_SEQ ((int64_t)1 << 24)
 
 typedef enum flashattn_status {
     FLASHATTN_OK = 0,
@@ -102,7 +119,10 @@ typedef struct flashattn_tensor {
     int64_t stride_batch, stride_seq, stride_head, stride_dim; /* stride_dim must be 1 */
 } flashattn_tensor;
 
-/* Describe a contiguous [batch, seq, heads, dim] tensor (FlashAttention's layout). */
+/* Describe a contiguous [batch, seq, heads, dim] tensor (FlashAttention's
+ * layout). A stride whose product overflows int64 comes out INT64_MAX,
+ * which the entry points reject (FLASHATTN_ERR_OVERFLOW) unless the tensor
+ * is empty. */
 FLASHATTN_API flashattn_tensor flashattn_tensor_bshd(void *data, flashattn_dtype dtype,
                                                      int64_t batch, int64_t seqlen,
                                                      int64_t heads, int64_t head_dim);
@@ -143,7 +163,28 @@ typedef struct flashattn_params {
     float *dsinks;                  /* flashattn_bwd only: [heads_q] written, dL/dsinks */
     const struct flashattn_scores *bias; /* additive bias on the logits (Ascend's pse) */
     const struct flashattn_scores *mask; /* boolean mask: nonzero = attend (SDPA's bool) */
+    const struct flashattn_scores *dbias; /* flashattn_bwd only: dL/dbias written (see below) */
+    /* Attention dropout (flashattn_fwd and flashattn_bwd; see "Dropout"). */
+    float dropout_p;         /* in [0, 1); 0: off */
+    uint64_t dropout_seed;   /* the stream: the same seed and offset give the same masks */
+    uint64_t dropout_offset; /* advance it per call (or per step) for fresh masks */
 } flashattn_params;
+
+/*
+ * Dropout, as FlashAttention-2 defines it: P is multiplied by mask / (1 - p)
+ * after the softmax statistics (LSE is that of the undropped P), so
+ *     O = (P * Z) V,  Z[i][j] = keep(b, h, i, j) / (1 - dropout_p).
+ * keep depends only on (seed, offset, b, h, i, j), with b the sequence, h
+ * the query head, i and j the query and key within the sequence: the same
+ * for any thread count, tile size or kernel path, and in the backward,
+ * which recomputes it (nothing is stored). It is Philox4x32-10: element j
+ * is kept when word j % 4 of philox(counter = {j / 4, i, offset low,
+ * offset high}, key = {seed low, seed high ^ (b * heads_q + h) *
+ * 0x9E3779B9}) is at least round(dropout_p * 2^32). Sizes: i < 2^32,
+ * j < 2^34, batch * heads_q <= 2^32 (FLASHATTN_ERR_UNSUPPORTED past them).
+ * flashattn_decode takes none (FLASHATTN_ERR_BAD_PARAM). flashattn_dropout_mask
+ * gives the mask back.
+ */
 
 /*
  * A [batch, heads, seq_q, seq_k] array of per-score values (params.bias,
@@ -158,13 +199,27 @@ typedef struct flashattn_params {
  *         ALiBi, before the mask); -inf hides a key.
  *   mask  one byte per element, dtype ignored: nonzero attends, 0 hides
  *         (torch's bool attn_mask; Ascend's atten_mask is its negation),
- *         combined with causal and the window by AND. Each call first
- *         reads the mask once and sorts every (q-block, kv-block) tile into
- *         hidden, visible and mixed: hidden tiles are never computed,
- *         visible ones skip the per-element mask.
+ *         combined with causal and the window by AND. Each forward and
+ *         backward call with more than a few query rows first reads the
+ *         mask once and sorts every (q-block, kv-block) tile into hidden,
+ *         visible and mixed: hidden tiles are never computed, visible ones
+ *         skip the per-element mask (decode, and forwards of a few rows
+ *         that run on decode's driver, apply it per element).
  * A row whose keys are all hidden gets O = 0, LSE = -inf (or the sink).
- * flashattn_fwd and flashattn_bwd take them (the backward does not compute
- * a bias gradient); flashattn_decode does not (FLASHATTN_ERR_UNSUPPORTED).
+ * flashattn_fwd, flashattn_bwd and flashattn_decode take them. In decode
+ * seq_q is the new query rows and seq_k anything from the longest
+ * sequence's keys (appended rows included) to the cache's capacity: key j
+ * is the sequence's j-th key (leftpad rows not counted), query i its i-th
+ * new row.
+ *   dbias (flashattn_bwd, with a bias): dL/dbias, the gradient of the
+ *         logit after the bias (dS = P * (dP - D), 0 where hidden), written
+ *         through the descriptor's data (cast to float *): dtype f32,
+ *         elements distinct; each dimension the problem's or 1, summing
+ *         over a dimension of 1, as a broadcast bias needs. seq_k must be
+ *         the problem's; batch 1 only when the problem's batch is 1, heads
+ *         1 only when heads_kv is 1 (FLASHATTN_ERR_UNSUPPORTED otherwise:
+ *         pass those dimensions whole and sum them yourself). Elements of
+ *         no sequence's (query, key) are 0. Deterministic.
  */
 typedef struct flashattn_scores {
     const void *data;
@@ -200,6 +255,7 @@ typedef struct flashattn_scores {
  * the caller's header writes only the fields the caller has (and one older
  * than it rejects the struct at the call, with BAD_PARAM). */
 FLASHATTN_API void flashattn_params_init_size(flashattn_params *p, size_t size);
+
 #ifndef FLASHATTN_ABI_0_2
 #define flashattn_params_init(p) flashattn_params_init_size((p), sizeof(flashattn_params))
 static inline flashattn_params flashattn_params_default(void) {
@@ -223,6 +279,14 @@ struct flashattn_params_0_2 {
 FLASHATTN_API void flashattn_params_init(flashattn_params *p);
 FLASHATTN_API struct flashattn_params_0_2 flashattn_params_default(void);
 #endif
+
+/* keep[t] = 1 if dropout keeps element (b, h, i, j0 + t) of a problem of
+ * heads_q query heads under p's dropout_p, seed and offset, else 0, for
+ * t < n (see "Dropout"); j0 a multiple of 4. For tests and for returning
+ * the mask (FlashAttention-2's return_attn_probs). */
+FLASHATTN_API flashattn_status flashattn_dropout_mask(const flashattn_params *p, int64_t heads_q,
+                                                      int64_t b, int64_t h, int64_t i, int64_t j0,
+                                                      int64_t n, uint8_t *keep);
 
 /*
  * Variable-length batches: packed sequences, as FlashAttention-2's varlen
@@ -433,7 +497,8 @@ FLASHATTN_API flashattn_status flashattn_decode(
  *   o_parts[n]    [batch, seq, heads, head_dim], any dtype (f32 partials keep
  *                 the merge exact to f32 rounding)
  *   lse_parts[n]  [batch, heads, seq] float32, natural log, as flashattn_fwd
- *                 writes it; finite or -inf
+ *                 writes it; finite or -inf (NaN, from a part that met a
+ *                 NaN, makes the row's O and LSE NaN)
  *   o             same shape, any dtype; lse [batch, heads, seq] or NULL
  * A part whose LSE is -inf for a row contributes nothing to that row (its O
  * row is not read); a row whose parts are all -inf gets O = 0, LSE = -inf.
@@ -466,7 +531,12 @@ FLASHATTN_API flashattn_status flashattn_merge(int64_t n_parts, const flashattn_
  * All arithmetic is f32. P is recomputed tile by tile as exp(scale Q K^T -
  * LSE), never stored whole; D = rowsum(dO * O) uses o as given. A row whose
  * lse is -inf (it saw no key) contributes nothing and gets dq = 0; keys no
- * query sees get dk = dv = 0.
+ * query sees get dk = dv = 0. Its sums run in f32 chains as long as a
+ * sequence, which stop taking terms near 2^24 of them, so the backward
+ * takes at most FLASHATTN_MAX_BWD_SEQ keys and as many query rows per
+ * kv-head (seq_q * heads_q / heads_kv) a sequence: longer ones get
+ * FLASHATTN_ERR_UNSUPPORTED. (The forward and decode fold their sums into
+ * double every 65536 keys and take any length.)
  *
  * Work is parallel over (batch, kv-head, block of block_n keys); each work
  * item owns its dk/dv rows, so dk and dv are always bit-identical whatever

@@ -560,6 +560,26 @@ static void test_transpose_page_end(const fa_kernels *kn) {
 /* Every table this build compiled: named by the list (kernels/isa_list.h),
  * no NULL entry (callers never test for one), and a bf16 route only on an
  * instruction of its own. Checked whether or not this CPU runs the table. */
+/* dropout_row against the portable kernel, bit for bit: any start column
+ * (whole Philox groups or not), lengths around the 32-column step, every
+ * threshold from none dropped to nearly all, values of both signs and NaN. */
+static void test_dropout_row(const fa_kernels *kn, uint64_t *rng) {
+    float x[300], y[300];
+    static const uint32_t thresholds[] = {0u, 1u, 429496730u, 2147483648u, 4294967295u};
+    for (int c = 0; c < 60; c++) {
+        const int64_t j0 = (int64_t)(tt_rand_u64(rng) % 200), n = c < 40 ? c : (int64_t)(tt_rand_u64(rng) % 300);
+        const uint32_t key[2] = {(uint32_t)tt_rand_u64(rng), (uint32_t)tt_rand_u64(rng)};
+        const uint32_t row = (uint32_t)tt_rand_u64(rng), thr = thresholds[c % 5];
+        const uint64_t offset = tt_rand_u64(rng);
+        for (int64_t t = 0; t < n; t++) x[t] = y[t] = (float)tt_rand_normal(rng);
+        if (n > 5) x[5] = y[5] = NAN;
+        kn->dropout_row(x, n, key, row, offset, j0, thr, 1.25f);
+        fa_dropout_row_ref(y, n, key, row, offset, j0, thr, 1.25f);
+        TT_CHECK(!memcmp(x, y, (size_t)n * sizeof(float)), "%s dropout_row j0=%lld n=%lld threshold %u differs",
+                 kn->isa, (long long)j0, (long long)n, thr);
+    }
+}
+
 static void test_tables(void) {
     const char *listed[16];
     const int nl = fa_listed_isas(listed, 16);
@@ -574,7 +594,7 @@ static void test_tables(void) {
             (const void *)k->exp2_sum, (const void *)k->scale, (const void *)k->load,
             (const void *)k->store, (const void *)k->store_stream, (const void *)k->store_fence,
             (const void *)k->gemm_nt, (const void *)k->gemm_rows, (const void *)k->transpose,
-            (const void *)k->gemm_bf16, (const void *)k->gemm_bf16_done};
+            (const void *)k->gemm_bf16, (const void *)k->gemm_bf16_done, (const void *)k->dropout_row};
         for (size_t e = 0; e < sizeof entries / sizeof entries[0]; e++)
             TT_CHECK(entries[e] != NULL, "table %s: entry %zu is NULL", k->isa, e);
         TT_CHECK(!k->bf16_dot || k->gemm_bf16 != fa_gemm_bf16_ref,
@@ -612,6 +632,7 @@ int main(void) {
         test_convert(kn, &rng);
         test_transpose(kn, &rng);
         test_transpose_page_end(kn);
+        test_dropout_row(kn, &rng);
         tested++;
     }
     if (!tested) printf("no SIMD kernel table on this CPU or in this build: nothing to compare\n");

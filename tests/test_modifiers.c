@@ -7,7 +7,8 @@
  *   backward dQ, dK, dV against the FP64 reference gradients (test_backward's
  *     rule, fa_bwd_pass_bounds), and dsinks against the reference's;
  *   decode (a full contiguous cache, so the cache is the dense K and V)
- *     with 1 and 3 splits: the sink must join the merged softmax once;
+ *     with 1 and 3 splits, with bias and mask arrays of every layout: the
+ *     sink must join the merged softmax once;
  *   bad modifiers: a status, nothing written.
  */
 #include <math.h>
@@ -127,6 +128,67 @@ static double fwd_bound(const mcase *c, const tt_tensor *q, const tt_tensor *k, 
     return 2.0 * e;
 }
 
+/* dL/dbias in the bias' own layout where the backward sums it alone
+ * (flashattn.h), else whole; against the reference's whole gradient summed
+ * over the broadcast dimensions. Its error comes from f32 arithmetic and
+ * from D = rowsum(dO * O) on the O given (rounded to its dtype), so the
+ * bound is that rounding times the largest sum |dO * O|, plus f32's, per
+ * element summed. */
+static void check_dbias(const mcase *c, const mods *m, const tt_tensor *q, const tt_tensor *k,
+                        const tt_tensor *v, const tt_tensor *o, const tt_tensor *dout, float *lse,
+                        const flashattn_params *p, const fa_kernels *kern, const char *desc) {
+    const int64_t B = c->b, H = c->hq, SQ = c->sq, SK = c->sk, full = B * H * SQ * SK;
+    flashattn_scores t = m->bias;
+    const int own = !((t.batch == 1 && B > 1) || (t.heads == 1 && H > 1 && c->hkv > 1) || (t.seq_k == 1 && SK > 1));
+    if (!own) t.batch = B, t.heads = H, t.seq_q = SQ, t.seq_k = SK;
+    t.dtype = FLASHATTN_F32, t.stride_k = 1, t.stride_q = t.seq_k + 2; /* padded rows */
+    t.stride_head = t.seq_q * t.stride_q, t.stride_batch = t.heads * t.stride_head;
+    const size_t n = (size_t)(t.batch * t.stride_batch + 1);
+    float *db = malloc(n * sizeof(float));
+    double *ref = malloc((size_t)(full + 1) * sizeof(double)), *want = calloc(n, sizeof(double));
+    for (size_t x = 0; x < n; x++) db[x] = 12345.0f; /* every element must be written */
+    t.data = db;
+    flashattn_params pd = *p;
+    pd.dbias = &t;
+    tt_tensor dq = tt_alloc(c->dt, B, SQ, H, c->d, 1, 0), dk = tt_alloc(c->dt, B, SK, c->hkv, c->d, 1, 0);
+    tt_tensor dv = tt_alloc(c->dt, B, SK, c->hkv, c->d, 1, 0);
+    const flashattn_status s = fa_bwd_ex(&q->t, &k->t, &v->t, &o->t, &dout->t, lse, &dq.t, &dk.t, &dv.t, &pd,
+                                         NULL, 0, kern);
+    TT_CHECK(s == FLASHATTN_OK && fa_reference_dbias_f64(&q->t, &k->t, &v->t, &dout->t, p, ref) == 0,
+             "[%s] dbias status %d (%s): %s", kern->isa, s, flashattn_last_error(), desc);
+    double dmax = 0.0, rmax = 0.0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < SQ; i++) {
+                double dsum = 0.0;
+                for (int64_t x = 0; x < c->d; x++)
+                    dsum += fabs(fa_tensor_get(&dout->t, b, i, h, x) * fa_tensor_get(&o->t, b, i, h, x));
+                dmax = fmax(dmax, dsum);
+                for (int64_t j = 0; j < SK; j++) {
+                    const double r = ref[((b * H + h) * SQ + i) * SK + j];
+                    rmax = fmax(rmax, fabs(r));
+                    want[(t.batch > 1 ? b : 0) * t.stride_batch + (t.heads > 1 ? h : 0) * t.stride_head +
+                         (t.seq_q > 1 ? i : 0) * t.stride_q + j] += r;
+                }
+            }
+    const double summed = (double)full / (double)(t.batch * t.heads * t.seq_q * t.seq_k);
+    const double eps = c->dt == FLASHATTN_F32 ? 1e-6 : c->dt == FLASHATTN_F16 ? 2e-3 : 1.6e-2;
+    const double bound = (eps * dmax + 1e-5 * (1.0 + rmax)) * summed;
+    double err = 0.0;
+    for (int64_t b = 0; s == FLASHATTN_OK && b < t.batch; b++)
+        for (int64_t h = 0; h < t.heads; h++)
+            for (int64_t i = 0; i < t.seq_q; i++)
+                for (int64_t j = 0; j < t.seq_k; j++) {
+                    const size_t at = (size_t)(b * t.stride_batch + h * t.stride_head + i * t.stride_q + j);
+                    err = fmax(err, fabs(db[at] - want[at]));
+                }
+    TT_CHECK(s != FLASHATTN_OK || err <= bound, "[%s] dbias (%s layout) max err %.3g > %.3g: %s", kern->isa,
+             own ? "the bias'" : "whole", err, bound, desc);
+    TT_CHECK(s != FLASHATTN_OK || db[t.seq_k] == 12345.0f, "[%s] dbias wrote into its row padding: %s", kern->isa, desc);
+    free(db), free(ref), free(want);
+    tt_free(&dq), tt_free(&dk), tt_free(&dv);
+}
+
 static void run_case(const mcase *c, uint64_t seed) {
     uint64_t rng = seed;
     mods m;
@@ -195,6 +257,7 @@ static void run_case(const mcase *c, uint64_t seed) {
                          "[%s] %s max err %.3g (bound %.3g), rms %.3g (bound %.3g): %s", isa, gname[x], e,
                          bd.max_bound, rms, bd.rms_bound, desc);
             }
+            if (c->bias && s == FLASHATTN_OK) check_dbias(c, &m, &q, &k, &v, &o, &dout, lse, &p, isas[t], desc);
             /* dsinks from the O and LSE given, as D is: their rounding
              * (to o's dtype) bounds it, times the sum of the terms */
             for (int64_t h = 0; c->sinks && s == FLASHATTN_OK && h < c->hq; h++) {
@@ -267,6 +330,20 @@ static void sweep(void) {
         c.tiles = i % 2;
         run_case(&c, 900 + (uint64_t)i);
     }
+    /* broadcast biases whose gradient the backward sums itself: over the
+     * heads of one kv-head (MQA) and over the queries */
+    for (int i = 0; i < 4; i++) {
+        mcase c;
+        memset(&c, 0, sizeof c);
+        c.b = 1, c.sq = 70 + 30 * i, c.sk = 90, c.hq = 4, c.hkv = 1, c.d = 64;
+        c.causal = i % 2, c.wl = c.wr = -1;
+        c.dt = (flashattn_dtype)(i % 3);
+        c.bias = 2 + i % 2;
+        c.softcap = i == 3 ? 10.0f : 0.0f;
+        c.mask = i == 2 ? 1 : 0;
+        c.tiles = i % 2;
+        run_case(&c, 950 + (uint64_t)i);
+    }
 }
 
 /* A boolean mask equal to causal gives the built-in causal's bits (same
@@ -322,7 +399,9 @@ static void decode(void) {
         c.softcap = i % 2 ? 5.0f : 0.0f;
         c.alibi = 1 + i % 2;
         c.sinks = i % 4 != 3;
-        c.hq = hq;
+        c.b = b, c.sq = sq, c.sk = cap, c.hq = hq, c.hkv = hkv, c.d = d, c.dt = dt;
+        c.bias = i % 4;       /* each layout of test_modifiers' bias arrays, and none */
+        c.mask = (i + 1) % 4; /* and of its masks: random, key padding, documents */
         mods m;
         flashattn_params p = params_of(&c, &m, &rng);
         tt_tensor q = tt_alloc(dt, b, sq, hq, d, 1, 0), kc = tt_alloc(dt, b, cap, hkv, d, 1, 0);
@@ -349,7 +428,7 @@ static void decode(void) {
                          "[%s] decode case %d splits %d: status %d, o err %.3g, lse err %.3g", isas[t]->isa, i,
                          splits, s, err, lerr);
             }
-        free(ref), free(rlse);
+        free(ref), free(rlse), free(m.bias_mem), free(m.mask_mem);
         tt_free(&q), tt_free(&kc), tt_free(&vc), tt_free(&o);
     }
 }
@@ -382,8 +461,43 @@ static void errors(void) {
     tt_free(&q), tt_free(&k), tt_free(&o);
 }
 
+/* Bad dbias arrays: a status, and nothing written (dq, dk, dv or dbias). */
+static void dbias_errors(void) {
+    const int64_t B = 2, S = 8, H = 2, D = 16;
+    tt_tensor q = tt_alloc(FLASHATTN_F32, B, S, H, D, 1, 0), o = tt_alloc(FLASHATTN_F32, B, S, H, D, 1, 0);
+    tt_tensor g = tt_alloc(FLASHATTN_F32, B, S, H, D, 1, 0);
+    uint64_t rng = 4;
+    tt_fill_normal(&q, &rng, 1.0);
+    float bias[2 * 2 * 8 * 8] = {0}, db[2 * 2 * 8 * 8], lse[2 * 2 * 8];
+    flashattn_scores bt = {bias, FLASHATTN_F32, B, H, S, S, H * S * S, S * S, S, 1};
+    flashattn_params p = flashattn_params_default();
+    p.bias = &bt;
+    TT_CHECK(flashattn_fwd(&q.t, &q.t, &q.t, &o.t, lse, &p, NULL, 0) == FLASHATTN_OK, "dbias errors: forward");
+    for (int i = 0; i < 6; i++) {
+        flashattn_scores dt = {db, FLASHATTN_F32, B, H, S, S, H * S * S, S * S, S, 1};
+        flashattn_params pd = p;
+        pd.dbias = &dt;
+        flashattn_status want = FLASHATTN_ERR_UNSUPPORTED;
+        switch (i) {
+        case 0: pd.bias = NULL, want = FLASHATTN_ERR_BAD_PARAM; break;
+        case 1: dt.dtype = FLASHATTN_F16, want = FLASHATTN_ERR_BAD_DTYPE; break;
+        case 2: dt.batch = 1, dt.stride_batch = 0; break;            /* sum over sequences */
+        case 3: dt.heads = 1, dt.stride_head = 0; break;             /* over 2 kv-heads */
+        case 4: dt.seq_k = 1, dt.stride_k = 0; break;                /* over keys */
+        case 5: dt.stride_q = 4, want = FLASHATTN_ERR_BAD_STRIDE; break; /* rows overlap */
+        }
+        tt_fill_sentinel(db, sizeof db);
+        tt_fill_sentinel(g.mem, g.bytes);
+        const flashattn_status s = flashattn_bwd(&q.t, &q.t, &q.t, &o.t, &o.t, lse, &g.t, &g.t, &g.t, &pd, NULL, 0);
+        TT_CHECK(s == want && tt_untouched(db, sizeof db) && tt_untouched(g.mem, g.bytes),
+                 "dbias case %d: status %d (want %d), or output written", i, s, want);
+    }
+    tt_free(&q), tt_free(&o), tt_free(&g);
+}
+
 int main(void) {
     errors();
+    dbias_errors();
     sweep();
     mask_as_causal();
     decode();

@@ -62,6 +62,10 @@ class Params(ctypes.Structure):
         ("dsinks", ctypes.c_void_p),        # float * [heads], backward output
         ("bias", ctypes.c_void_p),          # const flashattn_scores *
         ("mask", ctypes.c_void_p),          # const flashattn_scores *
+        ("dbias", ctypes.c_void_p),         # flashattn_scores *, written by the backward
+        ("dropout_p", ctypes.c_float),
+        ("dropout_seed", ctypes.c_uint64),
+        ("dropout_offset", ctypes.c_uint64),
     ]
 
 
@@ -193,6 +197,8 @@ PROTOTYPES = {
     "flashattn_kv_cache_init_size": (False, None, [_P(KVCache), _SIZE]),
     "flashattn_varlen_init_size": (False, None, [_P(Varlen), _SIZE]),
     "flashattn_merge": (False, ctypes.c_int, [c_int64, _T, _P(_F), _T, _F, _P(Params)]),
+    "flashattn_dropout_mask": (False, ctypes.c_int, [_P(Params)] + [c_int64] * 6 +
+                               [_P(ctypes.c_uint8)]),
 }
 
 for _name, (_always, _restype, _argtypes) in PROTOTYPES.items():
@@ -454,6 +460,33 @@ def with_modifiers(params, softcap=0.0, alibi=None, sinks=None, dsinks=None, bia
     p.mask = None if mask is None else ctypes.addressof(mask)
     p.keep = (params, bias, mask)  # (a Python attribute: lives as long as p)
     return p
+
+
+def with_dropout(params, dropout_p, seed, offset=0):
+    """A copy of params with attention dropout at rate dropout_p (the
+    header's "Dropout": the mask is a function of seed, offset and the
+    element), or params itself when dropout_p is 0."""
+    try:
+        rate = float(dropout_p)
+    except (TypeError, ValueError):
+        raise ValueError("dropout_p must be a number, got %r" % (dropout_p,)) from None
+    if not 0.0 <= rate < 1.0:
+        raise ValueError("dropout_p is %r: must be in [0, 1)" % (dropout_p,))
+    if rate == 0.0:
+        return params
+    p = Params.from_buffer_copy(params)
+    p.dropout_p, p.dropout_seed, p.dropout_offset = rate, seed, offset
+    p.keep = (params, getattr(params, "keep", None))
+    return p
+
+
+def dropout_keep(params, heads, b, h, i, n):
+    """The dropout mask of row (b, h, i), keys 0 .. n - 1: bytes, 1 kept."""
+    require("flashattn_dropout_mask", "returning the dropout mask")
+    out = (ctypes.c_uint8 * max(n, 1))()
+    check(lib.flashattn_dropout_mask(ctypes.byref(params), heads, b, h, i, 0, n, out),
+          "flashattn_dropout_mask")
+    return bytes(out)[:n]
 
 
 def bad_shape(message):

@@ -9,9 +9,13 @@ Differences from flash_attn, besides running on the CPU:
   - float32 is accepted as well as float16 and bfloat16;
   - the softmax_lse of a row that sees no key is -inf (its true value,
     log 0); flash_attn writes +inf there;
-  - return_attn_probs returns (out, softmax_lse, None): the attention
-    probabilities S are never materialised (flash_attn too returns them
-    only for testing, with dropout);
+  - return_attn_probs returns (out, softmax_lse, None), or with dropout
+    (out, softmax_lse, the kept elements as a bool (batch, nheads,
+    seqlen_q, seqlen_k) tensor, for small shapes): the attention
+    probabilities are never materialised (flash_attn returns them with the
+    dropout encoded in their sign, for testing);
+  - dropout draws its seed from torch's default CPU generator, so
+    torch.manual_seed reproduces the masks;
   - the varlen functions also take seqused_k (keys used per sequence), and
     flash_attn_with_kvcache takes FlashAttention-3's cu_seqlens_q and
     max_seqlen_q (packed queries, each sequence its own count);
@@ -20,7 +24,7 @@ Differences from flash_attn, besides running on the CPU:
     (the two differ by a constant per row, which the softmax cancels): out
     is the same, but flash_attn's softmax_lse is larger by
     slope * (i + seqlen_k - seqlen_q); here it is the LSE of the formula;
-  - options the library lacks (dropout_p > 0; in flash_attn_with_kvcache
+  - options the library lacks (dropout_p > 0 with a paged cache; in flash_attn_with_kvcache
     rotary embeddings together with a nonzero cache_leftpad, new keys
     packed unlike the queries) raise NotImplementedError, never ignored.
 The library uses torch.get_num_threads() threads, as torch's own CPU ops do.
@@ -49,10 +53,38 @@ __all__ = [
 ]
 
 
-def _unsupported(dropout_p=0.0):
-    if dropout_p != 0.0:
-        raise NotImplementedError("flashattn: dropout_p=%r is not supported (the C library "
-                                  "has no dropout yet); pass dropout_p=0.0" % (dropout_p,))
+# Masks returned by return_attn_probs with dropout: at most this many elements.
+_MASK_ELEMENTS = 1 << 24
+
+
+def _dropout(params, dropout_p):
+    """params with dropout at dropout_p, its seed drawn from torch's default
+    CPU generator: torch.manual_seed(s) reproduces every call's mask, and
+    each call gets a fresh one (FlashAttention-2 draws its Philox seed and
+    offset from torch's generator likewise)."""
+    if dropout_p == 0.0:
+        return params
+    seed = int(torch.randint(0, 2 ** 62, (1,)).item())
+    return _lib.with_dropout(params, dropout_p, seed)
+
+
+def _dropout_mask(params, lens_q, lens_k, heads, max_q, max_k):
+    """(batch, heads, max_q, max_k) bool: the elements dropout kept for
+    sequences of lens_q queries and lens_k keys (False past them); None
+    without dropout. For small shapes only: it is built row by row."""
+    if params.dropout_p == 0.0:
+        return None
+    batch = len(lens_q)
+    if batch * heads * max_q * max_k > _MASK_ELEMENTS:
+        raise NotImplementedError("flashattn: return_attn_probs with dropout returns the mask for "
+                                  "at most %d elements" % _MASK_ELEMENTS)
+    mask = torch.zeros((batch, heads, max_q, max_k), dtype=torch.bool)
+    for b in range(batch):
+        for h in range(heads):
+            for i in range(lens_q[b] if lens_k[b] else 0):
+                row = _lib.dropout_keep(params, heads, b, h, i, lens_k[b])
+                mask[b, h, i, :lens_k[b]] = torch.frombuffer(bytearray(row), dtype=torch.uint8).bool()
+    return mask
 
 
 def _modified(params, softcap, alibi_slopes, sizes):
@@ -182,8 +214,22 @@ class _FlashAttnKVPackedFunc(torch.autograd.Function):
         return dq, dkv, None
 
 
-def _result(out, lse, return_attn_probs):
-    return (out, lse, None) if return_attn_probs else out
+def _result(out, lse, return_attn_probs, mask=None):
+    """out, or (out, softmax_lse, the dropout mask or None); mask() builds it."""
+    if not return_attn_probs:
+        return out
+    return out, lse, mask() if mask is not None else None
+
+
+def _dense_mask(params, q, k):
+    b, sq, h, sk = q.shape[0], q.shape[1], q.shape[2], k.shape[1]
+    return lambda: _dropout_mask(params, [sq] * b, [sk] * b, h, sq, sk)
+
+
+def _varlen_mask(params, cu_q, cu_k, heads, max_q, max_k):
+    cq, ck = [int(x) for x in cu_q], [int(x) for x in cu_k]
+    return lambda: _dropout_mask(params, [b - a for a, b in zip(cq, cq[1:])],
+                                 [b - a for a, b in zip(ck, ck[1:])], heads, max_q, max_k)
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
@@ -201,30 +247,30 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     Returns out (batch, seqlen_q, nheads, headdim), or with
     return_attn_probs (out, softmax_lse (batch, nheads, seqlen_q) float32, None).
     """
-    _unsupported(dropout_p)
     params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
                        alibi_slopes, lambda: (q.shape[0], q.shape[2]))
+    params = _dropout(params, dropout_p)
     if _no_grad(q, k, v):
         out, lse = _forward(readable(q, "q"), readable(k, "k"), readable(v, "v"), params,
                             want_lse=return_attn_probs)
     else:
         out, lse = _FlashAttnFunc.apply(q, k, v, params)
-    return _result(out, lse, return_attn_probs)
+    return _result(out, lse, return_attn_probs, _dense_mask(params, q, k))
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
                               window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                               deterministic=False, return_attn_probs=False):
     """qkv: (batch, seqlen, 3, nheads, headdim). Otherwise as flash_attn_func."""
-    _unsupported(dropout_p)
     params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
                        alibi_slopes, lambda: (qkv.shape[0], qkv.shape[3]))
+    params = _dropout(params, dropout_p)
     if _no_grad(qkv):
         out, lse = _forward(*readable(qkv, "qkv", ndim=5).unbind(2), params,
                             want_lse=return_attn_probs)
     else:
         out, lse = _FlashAttnQKVPackedFunc.apply(qkv, params)
-    return _result(out, lse, return_attn_probs)
+    return _result(out, lse, return_attn_probs, _dense_mask(params, qkv[:, :, 0], qkv[:, :, 1]))
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
@@ -232,15 +278,15 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
                              deterministic=False, return_attn_probs=False):
     """q: (batch, seqlen_q, nheads, headdim); kv: (batch, seqlen_k, 2,
     nheads_k, headdim). Otherwise as flash_attn_func."""
-    _unsupported(dropout_p)
     params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
                        alibi_slopes, lambda: (q.shape[0], q.shape[2]))
+    params = _dropout(params, dropout_p)
     if _no_grad(q, kv):
         out, lse = _forward(readable(q, "q"), *readable(kv, "kv", ndim=5).unbind(2), params,
                             want_lse=return_attn_probs)
     else:
         out, lse = _FlashAttnKVPackedFunc.apply(q, kv, params)
-    return _result(out, lse, return_attn_probs)
+    return _result(out, lse, return_attn_probs, _dense_mask(params, q, kv[:, :, 0]))
 
 
 # ---- packed variable-length batches (cu_seqlens) ----------------------------
@@ -410,10 +456,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     Returns out (total_q, nheads, headdim), or with return_attn_probs
     (out, softmax_lse (nheads, total_q) float32, None).
     """
-    _unsupported(dropout_p)
     params = _params(softmax_scale, causal, window_size, deterministic)
     sizes = lambda: (len(cu_seqlens_q) - 1, q.shape[1])
     if block_table is not None:
+        if dropout_p != 0.0:
+            raise NotImplementedError("flashattn: dropout_p with a paged cache (block_table): "
+                                      "a paged cache runs forward only, without dropout")
         params = _modified(params, softcap, alibi_slopes, sizes)
         out, lse = _paged_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                  max_seqlen_k, block_table, seqused_k, params, return_attn_probs)
@@ -422,13 +470,15 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         return _result(out, lse, return_attn_probs)
     params, keep = _varlen(params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            seqused_k)
-    params = _modified(params, softcap, alibi_slopes, sizes)
+    params = _dropout(_modified(params, softcap, alibi_slopes, sizes), dropout_p)
     if _no_grad(q, k, v):
         out, lse = _varlen_forward(_packed(q, "q"), _packed(k, "k"), _packed(v, "v"), params,
                                    want_lse=return_attn_probs)
     else:
         out, lse = _FlashAttnVarlenFunc.apply(q, k, v, params, keep)
-    return _result(out, lse, return_attn_probs)
+    return _result(out, lse, return_attn_probs,
+                   _varlen_mask(params, cu_seqlens_q, cu_seqlens_k, q.shape[1], max_seqlen_q,
+                                max_seqlen_k))
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
@@ -437,18 +487,18 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      return_attn_probs=False):
     """qkv: (total, 3, nheads, headdim); cu_seqlens (batch + 1,) int32 for
     queries and keys alike. Otherwise as flash_attn_varlen_func."""
-    _unsupported(dropout_p)
     params = _params(softmax_scale, causal, window_size, deterministic)
     params, keep = _varlen(params, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
-    params = _modified(params, softcap, alibi_slopes,
-                       lambda: (keep[0].shape[0] - 1, qkv.shape[2]))
+    params = _dropout(_modified(params, softcap, alibi_slopes,
+                                lambda: (keep[0].shape[0] - 1, qkv.shape[2])), dropout_p)
     if _no_grad(qkv):
         qkv = readable(qkv, "qkv", ndim=4)
         out, lse = _varlen_forward(*(x.unsqueeze(0) for x in qkv.unbind(1)), params,
                                    want_lse=return_attn_probs)
     else:
         out, lse = _FlashAttnVarlenQKVPackedFunc.apply(qkv, params, keep)
-    return _result(out, lse, return_attn_probs)
+    return _result(out, lse, return_attn_probs,
+                   _varlen_mask(params, cu_seqlens, cu_seqlens, qkv.shape[2], max_seqlen, max_seqlen))
 
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
@@ -458,17 +508,19 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
                                     return_attn_probs=False):
     """q: (total_q, nheads, headdim); kv: (total_k, 2, nheads_k, headdim).
     Otherwise as flash_attn_varlen_func."""
-    _unsupported(dropout_p)
     params = _params(softmax_scale, causal, window_size, deterministic)
     params, keep = _varlen(params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    params = _modified(params, softcap, alibi_slopes, lambda: (keep[0].shape[0] - 1, q.shape[1]))
+    params = _dropout(_modified(params, softcap, alibi_slopes,
+                                lambda: (keep[0].shape[0] - 1, q.shape[1])), dropout_p)
     if _no_grad(q, kv):
         kv = readable(kv, "kv", ndim=4)
         out, lse = _varlen_forward(_packed(q, "q"), *(x.unsqueeze(0) for x in kv.unbind(1)),
                                    params, want_lse=return_attn_probs)
     else:
         out, lse = _FlashAttnVarlenKVPackedFunc.apply(q, kv, params, keep)
-    return _result(out, lse, return_attn_probs)
+    return _result(out, lse, return_attn_probs,
+                   _varlen_mask(params, cu_seqlens_q, cu_seqlens_k, q.shape[1], max_seqlen_q,
+                                max_seqlen_k))
 
 
 # ---- KV cache ---------------------------------------------------------------

@@ -6,8 +6,12 @@ Inputs are (batch, heads, seq, dim), as torch's, or without the batch (or
 the heads) dimension. The mask is handed to the library by its strides
 after torch's broadcast (expand: stride 0 on the broadcast dimensions), so
 a (seq_q, seq_k) mask is never copied to (batch, heads, seq_q, seq_k).
-What the library cannot compute raises (NotImplementedError): dropout,
-a mask that requires grad, float64 and other dtypes, tensors off the CPU,
+A float mask that requires grad gets its gradient (the C library's
+dbias). dropout_p drops as torch does (P times mask / (1 - p)), the mask
+from the library's Philox stream, seeded from torch's CPU generator (so
+torch.manual_seed reproduces it; the masks are not torch's own). What the
+library cannot compute raises (NotImplementedError): float64 and other
+dtypes, tensors off the CPU,
 more than four dimensions, a value head dim other than the query's, a
 scale of 0 or not finite. Inputs torch itself
 rejects raise RuntimeError, as torch does.
@@ -63,10 +67,6 @@ def _scores(mask, query_dtype, shape):
     if not mask.is_cpu:
         raise NotImplementedError("flashattn: attn_mask is on %s: flashattn computes on the CPU"
                                   % mask.device)
-    if mask.requires_grad and torch.is_grad_enabled():
-        raise NotImplementedError("flashattn: attn_mask requires grad, but the C library "
-                                  "computes no gradient for an additive mask; detach it, or "
-                                  "use torch's own scaled_dot_product_attention")
     if not 2 <= mask.dim() <= 4:
         # (torch too rejects a 1-D mask, with an IndexError)
         raise RuntimeError("attn_mask must have 2 to 4 dimensions, broadcastable to (batch, "
@@ -97,12 +97,22 @@ def _run_forward(q, k, v, params, want_lse):
     return out, lse
 
 
+def _dbias_shape(mask, b, h, seq_k, heads_kv):
+    """The layout the library writes a float mask's gradient in: the
+    mask's own (batch, heads, seq_q) sizes where it sums them itself (over
+    queries always, over heads of one kv-head), whole otherwise; the rest
+    is summed here."""
+    m4 = (1,) * (4 - mask.dim()) + tuple(mask.shape)
+    heads = m4[1] if m4[1] == h or heads_kv == 1 else h
+    return (b, heads, m4[2], seq_k), m4
+
+
 class _SDPAFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, mask, params):
         out, lse = _run_forward(q, k, v, params, True)
-        # mask is saved (not used) so that autograd reports an in-place
-        # change to it before the backward reads it again.
+        # mask (the caller's attn_mask) is saved so that autograd reports
+        # an in-place change to it before the backward reads it again.
         ctx.save_for_backward(q, k, v, out, lse, mask)
         ctx.params = params
         return out
@@ -110,15 +120,24 @@ class _SDPAFunc(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         _lib.require("flashattn_bwd", "the gradient of scaled_dot_product_attention")
-        q, k, v, out, lse, _ = ctx.saved_tensors
+        q, k, v, out, lse, mask = ctx.saved_tensors
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         views = [readable(x.transpose(1, 2), name) for x, name in (
             (q, "query"), (k, "key"), (v, "value"), (out, "out"), (dout, "grad_output"))]
         at = _lib.descriptors(pack, *views, *(x.transpose(1, 2) for x in (dq, dk, dv)))
+        params, dmask, dbias = ctx.params, None, None
+        if ctx.needs_input_grad[3]:
+            shape, m4 = _dbias_shape(mask, q.shape[0], q.shape[1], k.shape[2], k.shape[1])
+            dbias = torch.empty(shape, dtype=torch.float32)
+            scores = _lib.Scores(dbias.data_ptr(), _lib.F32, *shape, *dbias.stride())
+            params = _lib.Params.from_buffer_copy(ctx.params)
+            params.dbias = ctypes.addressof(scores)
         status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.data_ptr(),
-                          *at[5:], ctypes.addressof(ctx.params))
+                          *at[5:], ctypes.addressof(params))
         _lib.check(status, "flashattn_bwd")
-        return dq, dk, dv, None, None
+        if dbias is not None:
+            dmask = dbias.sum_to_size(m4).reshape(mask.shape).to(mask.dtype)
+        return dq, dk, dv, dmask, None
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -143,14 +162,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     mask, all -inf in a float one) gives out = 0 and zero gradients (the
     library's rule: O = 0, LSE = -inf). torch 2.5 and later do the same
     on the CPU; earlier torch versions return NaN rows.
+    dropout_p drops P as torch does, with the library's own masks.
     Raises NotImplementedError for what the library cannot compute:
-    dropout_p > 0, an attn_mask that requires grad, float64 or other
-    dtypes, tensors off the CPU, more than 4 dimensions, a value head dim
+    float64 or other dtypes, tensors off the CPU, more than 4 dimensions, a value head dim
     other than query's, a scale of 0 or not finite.
     """
-    if dropout_p != 0.0:
-        raise NotImplementedError("flashattn: dropout_p=%r is not supported (the C library has "
-                                  "no dropout); pass dropout_p=0.0" % (dropout_p,))
     for t, name in ((query, "query"), (key, "key"), (value, "value")):
         _check(t, name)
     if not query.dtype == key.dtype == value.dtype:
@@ -211,15 +227,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     params = _lib.params(scale=scale, causal=bool(is_causal), align=_lib.ALIGN_TOP_LEFT,
                          num_threads=torch.get_num_threads())
-    mask = None
+    if dropout_p != 0.0:   # (seeded from torch's CPU generator, as torch's own dropout is)
+        params = _lib.with_dropout(params, dropout_p, int(torch.randint(0, 2 ** 62, (1,)).item()))
     if attn_mask is not None:
         mask, scores = _scores(attn_mask, query.dtype, (batch, heads, seq_q, seq_k))
         if mask.dtype == torch.bool:
             params = _lib.with_modifiers(params, mask=scores)
         else:
             params = _lib.with_modifiers(params, bias=scores)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        out = _SDPAFunc.apply(q, k, v, mask, params)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or
+                                    (attn_mask is not None and attn_mask.requires_grad)):
+        out = _SDPAFunc.apply(q, k, v, attn_mask, params)
     else:
         out, _ = _run_forward(q, k, v, params, False)
     return out[(0,) * (4 - ndim)] if ndim < 4 else out

@@ -336,13 +336,21 @@ def test_varlen_bias_sized_by_the_longest_or_the_max_seqlen_given():
         flashattn.attention_varlen(q, k, v, cu_q, cu_k, bias=padded)   # no max_seqlen: 12, 20
 
 
-def test_varlen_paged_cache_refuses_bias_and_mask():
+def test_varlen_paged_cache_takes_a_mask():
+    """Decode takes masks shaped [.., the longest new rows, the longest
+    sequence's keys]: one that hides nothing changes nothing, a shorter
+    one is a bad shape."""
     q, k, v, cu_q, cu_k, mods = packed_case(np.float32)
-    pool = np.zeros((8, 16, 2, 16), np.float32)
+    rng = np.random.default_rng(3)
+    pool = rng.standard_normal((8, 16, 2, 16)).astype(np.float32)
     table = np.arange(10, dtype=np.int32).reshape(5, 2) % 8
-    with pytest.raises(flashattn.UnsupportedError):
+    plain = flashattn.attention_varlen(q, pool, pool, cu_q, cu_k, block_table=table)
+    masked = flashattn.attention_varlen(q, pool, pool, cu_q, cu_k, block_table=table,
+                                        mask=np.ones((1, 1, 12, 20), bool))
+    assert np.array_equal(plain, masked)
+    with pytest.raises(flashattn.BadArgumentError):
         flashattn.attention_varlen(q, pool, pool, cu_q, cu_k, block_table=table,
-                                   mask=np.ones((1, 1, 12, 20), bool))
+                                   mask=np.ones((1, 1, 12, 17), bool))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -26,6 +26,7 @@ CTYPES = {
     "size_t*": _P(ctypes.c_size_t),
     "float*": _P(ctypes.c_float),
     "float**": _P(_P(ctypes.c_float)),
+    "uint8_t*": _P(ctypes.c_uint8),
     "char*": ctypes.c_char_p,
     "flashattn_status": ctypes.c_int,  # enums are ints in C's ABI
     "flashattn_dtype": ctypes.c_int,

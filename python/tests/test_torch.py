@@ -149,16 +149,6 @@ def test_calls_by_address_release_the_gil():
         assert fn is not None and not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI
 
 
-def test_dropout_raises():
-    q, k, v = make((1, 4, 4, 4, 4, 8), torch.float32)
-    with pytest.raises(NotImplementedError, match="dropout_p"):
-        flash_attn_func(q, k, v, dropout_p=0.1)
-    with pytest.raises(NotImplementedError, match="dropout_p"):
-        flash_attn_qkvpacked_func(torch.stack([q, k, v], 2), dropout_p=0.1)
-    with pytest.raises(NotImplementedError, match="dropout_p"):
-        flash_attn_kvpacked_func(q, torch.stack([k, v], 2), dropout_p=0.1)
-
-
 @pytest.mark.parametrize("make_bad,message", [
     (lambda q: q.double(), "dtype torch.float64 is not supported"),
     (lambda q: q[0], "must have 4 dimensions"),

@@ -235,9 +235,6 @@ def test_rows_that_see_no_key_give_zero(dtype):
 
 
 @pytest.mark.parametrize("call,error,message", [
-    (lambda q, k, v, m: sdpa(q, k, v, dropout_p=0.1), NotImplementedError, "dropout_p"),
-    (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m.float().requires_grad_()),
-     NotImplementedError, "requires grad"),
     (lambda q, k, v, m: sdpa(q, k, v, attn_mask=m, is_causal=True), RuntimeError,
      "should not be set when is_causal"),
     (lambda q, k, v, m: sdpa(q.double(), k.double(), v.double()), NotImplementedError,
@@ -273,6 +270,41 @@ def test_mask_requiring_grad_is_fine_without_autograd():
         expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
                                                   attn_mask=bias.double())
     assert max_err(out, expected) <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("shape,heads_kv", [
+    ((7, 9), 4),            # broadcast over batch and heads: summed here
+    ((2, 1, 7, 9), 1),      # over the heads of one kv-head: summed by the library
+    ((1, 4, 1, 9), 2),      # over queries (by the library) and the batch
+    ((2, 4, 7, 9), 2),      # whole
+])
+def test_float_mask_gradient(shape, heads_kv, dtype):
+    """A float mask that requires grad gets dL/dmask, against torch's SDPA
+    in float64: the logits' gradient summed over the mask's broadcast
+    dimensions. Its error is the rounding of O (which D = rowsum(dO * O)
+    reads) times the largest sum |dO * O|, plus f32's, per element summed."""
+    g = torch.Generator().manual_seed(21)
+    q = torch.randn(2, 4, 7, 16, generator=g).to(dtype)
+    k = torch.randn(2, heads_kv, 9, 16, generator=g).to(dtype)
+    v = torch.randn(2, heads_kv, 9, 16, generator=g).to(dtype)
+    bias = torch.randn(shape, generator=g).to(dtype).requires_grad_()
+    dout = torch.randn(2, 4, 7, 16, generator=g).to(dtype)
+    out = sdpa(q, k, v, attn_mask=bias, enable_gqa=heads_kv != 4)
+    out.backward(dout)
+    b64 = bias.detach().double().requires_grad_()
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=b64,
+                                         enable_gqa=heads_kv != 4)
+    ref.backward(dout.double())
+    assert bias.grad.shape == bias.shape and bias.grad.dtype == dtype
+    summed = 2 * 4 * 7 * 9 / bias.numel()
+    dmax = (dout.double() * out.detach().double()).abs().sum(-1).max().item()
+    eps = 1e-6 if dtype == torch.float32 else 2e-3
+    bound = (eps * dmax + 1e-5 * (1 + b64.grad.abs().max().item())) * summed
+    if dtype == torch.float16:   # and the rounding of the gradient to f16 itself
+        bound += 1e-3 * b64.grad.abs().max().item()
+    err = (bias.grad.double() - b64.grad).abs().max().item()
+    assert err <= bound, "dmask max err %.3g > %.3g" % (err, bound)
 
 
 def test_mask_changed_before_the_backward_is_an_error():

@@ -170,8 +170,9 @@ def test_varlen_errors(cu_q, max_q, message):
                                4, 4)
     with pytest.raises(ValueError, match="integer tensor"):
         flash_attn_varlen_func(q, k, v, cu_k.float(), cu_k, 4, 5)
-    with pytest.raises(NotImplementedError, match="dropout_p"):
-        flash_attn_varlen_func(q, k, v, cu_k, cu_k, 4, 5, dropout_p=0.1)
+    with pytest.raises(ValueError, match="dropout_p"):
+        flash_attn_varlen_func(q, k, v, torch.tensor([0, 4, 8, 11], dtype=torch.int32), cu_k, 4, 5,
+                               dropout_p=1.5)
 
 
 # ---- padding helpers ----------------------------------------------------------

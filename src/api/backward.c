@@ -21,6 +21,10 @@ static flashattn_status prepare(const flashattn_tensor *q, const flashattn_tenso
     if (!kern) return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "kernel path not available on this CPU");
     if ((s = fa_read_params(user, &p))) return s;
     if ((s = fa_validate_bwd(q, k, v, o, dout, lse, dq, dk, dv, &p, pb))) return s;
+    if (pb->f.batch == 0) { /* no gradient rows: nothing is planned */
+        plan->workspace_bytes = 0;
+        return FLASHATTN_OK;
+    }
     return fa_plan_bwd(&pb->f, pb->dout->dtype, &p, kern, plan);
 }
 

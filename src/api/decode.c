@@ -27,6 +27,10 @@ static flashattn_status prepare(const flashattn_tensor *q, const flashattn_kv_ca
     if (!kern) return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "kernel path not available on this CPU");
     if ((s = fa_read_params(user, &p))) return s;
     if ((s = fa_validate_decode(q, cache, k_new, v_new, o, lse, &p, dp))) return s;
+    if (dp->base.batch == 0 || (dp->base.seq_q == 0 && dp->seq_new == 0)) { /* nothing to do */
+        plan->workspace_bytes = 0;
+        return FLASHATTN_OK;
+    }
     return fa_plan_decode(dp, &p, kern, 0, 0, plan);
 }
 

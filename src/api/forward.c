@@ -15,6 +15,7 @@
  * (plan/fwd_route.h). */
 typedef struct {
     fa_problem pb;
+    int empty; /* no output row: nothing is planned, nothing runs */
     int as_decode;
     fa_fwd_plan plan;
     fa_decode_problem dp;
@@ -31,6 +32,9 @@ static flashattn_status prepare(const flashattn_tensor *q, const flashattn_tenso
     if (!kern) return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "kernel path not available on this CPU");
     if ((s = fa_read_params(user, &p))) return s;
     if ((s = fa_validate_fwd(q, k, v, o, lse, &p, &c->pb))) return s;
+    c->empty = c->pb.batch == 0 || c->pb.seq_q == 0;
+    c->as_decode = 0;
+    if (c->empty) return FLASHATTN_OK;
     c->as_decode = fa_fwd_route_decode(&c->pb, &p, kern, &c->dp, &c->dplan, &s);
     if (c->as_decode) return s;
     return fa_plan_fwd(&c->pb, &p, kern, &c->plan);
@@ -44,7 +48,7 @@ flashattn_status fa_fwd_workspace_size_ex(const flashattn_tensor *q, const flash
     if (!workspace_bytes) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "workspace_bytes is NULL");
     flashattn_status s = prepare(q, k, v, o, (float *)lse, p, kern, &c);
     if (s) return s;
-    *workspace_bytes = c.as_decode ? c.dplan.workspace_bytes : c.plan.workspace_bytes;
+    *workspace_bytes = c.empty ? 0 : c.as_decode ? c.dplan.workspace_bytes : c.plan.workspace_bytes;
     return FLASHATTN_OK;
 }
 
@@ -55,7 +59,7 @@ flashattn_status fa_fwd_ex(const flashattn_tensor *q, const flashattn_tensor *k,
     fwd_call c;
     flashattn_status s = prepare(q, k, v, o, lse, p, kern, &c);
     if (s) return s;
-    if (c.pb.batch == 0 || c.pb.seq_q == 0) return FLASHATTN_OK;
+    if (c.empty) return FLASHATTN_OK;
     const size_t need = c.as_decode ? c.dplan.workspace_bytes : c.plan.workspace_bytes;
     void *owned;
     if ((s = fa_workspace_get(workspace, workspace_bytes, need, &workspace, &owned))) return s;

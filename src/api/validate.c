@@ -110,9 +110,10 @@ static flashattn_status check_varlen(const flashattn_varlen *vl, int decode,
 
 /* A bias or mask array against the problem (batch, heads_q, seq_q, seq_k
  * filled): each dimension the problem's or 1, strides >= 0, its extent
- * within 64 bits. */
-static flashattn_status check_scores(const flashattn_scores *t, const char *name, int is_bias,
-                                     const fa_problem *pb) {
+ * within 64 bits. min_k >= 0 (decode: the most keys a sequence has, seq_k
+ * the capacity) also lets seq_k be anything from min_k to seq_k. */
+static flashattn_status check_scores_within(const flashattn_scores *t, const char *name, int is_bias,
+                                            const fa_problem *pb, int64_t min_k) {
     const int64_t want[4] = {pb->batch, pb->heads_q, pb->seq_q, pb->seq_k};
     const int64_t dims[4] = {t->batch, t->heads, t->seq_q, t->seq_k};
     const int64_t strides[4] = {t->stride_batch, t->stride_head, t->stride_q, t->stride_k};
@@ -122,9 +123,16 @@ static flashattn_status check_scores(const flashattn_scores *t, const char *name
     int64_t last = 0;
     int empty = 0;
     for (int x = 0; x < 4; x++) {
-        if (dims[x] != want[x] && dims[x] != 1)
+        if (x == 3 && min_k >= 0 && dims[x] >= min_k && dims[x] <= want[x]) {
+        } else if (x == 3 && min_k >= 0 && dims[x] != 1) {
+            return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                           "%s.seq_k is %lld: must be 1, or from the longest sequence's keys (%lld) to "
+                           "the cache's capacity (%lld)",
+                           name, (long long)dims[x], (long long)min_k, (long long)want[x]);
+        } else if (dims[x] != want[x] && dims[x] != 1) {
             return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "%s.%s is %lld: must be %lld or 1", name,
                            dim_name[x], (long long)dims[x], (long long)want[x]);
+        }
         if (strides[x] < 0)
             return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "%s: strides must be >= 0", name);
         int64_t term;
@@ -139,6 +147,11 @@ static flashattn_status check_scores(const flashattn_scores *t, const char *name
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: its byte size overflows size_t", name);
     if (!t->data && !empty) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "%s.data is NULL", name);
     return FLASHATTN_OK;
+}
+
+static flashattn_status check_scores(const flashattn_scores *t, const char *name, int is_bias,
+                                     const fa_problem *pb) {
+    return check_scores_within(t, name, is_bias, pb, -1);
 }
 
 /* Softcap, ALiBi and sinks (params already read): checked, then set in pb
@@ -169,11 +182,46 @@ static flashattn_status check_modifiers(const flashattn_params *p, fa_problem *p
     return FLASHATTN_OK;
 }
 
-/* Bias and mask (forward and backward only; seq_q and seq_k filled). */
-static flashattn_status check_score_arrays(const flashattn_params *p, fa_problem *pb) {
+/* The bias gradient's array (flashattn.h): the checks of a bias array,
+ * f32, distinct elements, and only the broadcasts a work item of the
+ * backward sums alone (one item owns a kv-block of one (sequence, kv-head)
+ * for every query head of its group and every query). */
+static flashattn_status check_dbias(const flashattn_scores *t, const fa_problem *pb) {
     flashattn_status s;
-    if (p->bias && (s = check_scores(p->bias, "params.bias", 1, pb))) return s;
-    if (p->mask && (s = check_scores(p->mask, "params.mask", 0, pb))) return s;
+    if (!pb->bias) return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dbias needs params.bias");
+    if (t->dtype != FLASHATTN_F32)
+        return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "params.dbias.dtype must be FLASHATTN_F32");
+    if ((s = check_scores(t, "params.dbias", 1, pb))) return s;
+    if ((t->seq_k == 1 && pb->seq_k > 1) || (t->batch == 1 && pb->batch > 1) ||
+        (t->heads == 1 && pb->heads_q > 1 && pb->heads_kv > 1))
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
+                       "params.dbias: summing over keys, sequences, or query heads of several kv-heads "
+                       "is not done here; pass those dimensions whole and sum them");
+    /* distinct elements: the dimensions of more than one element, by
+     * stride, each stride past the span of the smaller ones */
+    int64_t dims[4] = {t->batch, t->heads, t->seq_q, t->seq_k};
+    int64_t strides[4] = {t->stride_batch, t->stride_head, t->stride_q, t->stride_k};
+    int64_t span = 1;
+    for (int done = 0; done < 4; done++) {
+        int at = -1;
+        for (int x = 0; x < 4; x++)
+            if (dims[x] > 1 && (at < 0 || strides[x] < strides[at])) at = x;
+        if (at < 0) break;
+        if (strides[at] < span)
+            return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "params.dbias: strides make distinct elements overlap");
+        if (__builtin_mul_overflow(strides[at], dims[at], &span))
+            return fa_fail(FLASHATTN_ERR_OVERFLOW, "params.dbias: its extent overflows 64 bits");
+        dims[at] = 1;
+    }
+    return FLASHATTN_OK;
+}
+
+/* Bias and mask (batch, heads_q, seq_q and seq_k filled; min_k as for
+ * check_scores_within). */
+static flashattn_status check_score_arrays(const flashattn_params *p, fa_problem *pb, int64_t min_k) {
+    flashattn_status s;
+    if (p->bias && (s = check_scores_within(p->bias, "params.bias", 1, pb, min_k))) return s;
+    if (p->mask && (s = check_scores_within(p->mask, "params.mask", 0, pb, min_k))) return s;
     pb->bias = p->bias;
     pb->mask = p->mask;
     return FLASHATTN_OK;
@@ -203,6 +251,55 @@ flashattn_status fa_read_params(const flashattn_params *user, flashattn_params *
         return fa_fail(FLASHATTN_ERR_BAD_TILE, "params.block_m/block_n must be >= 0 (0: automatic)");
     if (out->reserved_flags != 0)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.reserved_flags must be 0");
+    if (!(out->dropout_p >= 0.0f && out->dropout_p < 1.0f))
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dropout_p is %g: must be in [0, 1)",
+                       (double)out->dropout_p);
+    return FLASHATTN_OK;
+}
+
+/* Dropout's stream (core/philox.h) into pb, within the sizes its counter
+ * holds (flashattn.h); batch, heads_q, seq_q and seq_k filled. */
+static flashattn_status check_dropout(const flashattn_params *p, fa_problem *pb) {
+    memset(&pb->dropout, 0, sizeof pb->dropout);
+    if (p->dropout_p == 0.0f) return FLASHATTN_OK;
+    if (pb->seq_q > ((int64_t)1 << 32) || pb->seq_k > ((int64_t)1 << 34) ||
+        (pb->heads_q > 0 && pb->batch > ((int64_t)1 << 32) / pb->heads_q))
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
+                       "dropout: at most 2^32 queries and 2^34 keys a sequence and 2^32 (sequence, "
+                       "head) pairs");
+    const double t = nearbyint((double)p->dropout_p * 4294967296.0);
+    pb->dropout.threshold = t >= 4294967295.0 ? 4294967295u : t < 1.0 ? 1u : (uint32_t)t;
+    pb->dropout.scale = (float)(1.0 / (1.0 - (double)p->dropout_p));
+    pb->dropout.seed = p->dropout_seed;
+    pb->dropout.offset = p->dropout_offset;
+    return FLASHATTN_OK;
+}
+
+flashattn_status flashattn_dropout_mask(const flashattn_params *user, int64_t heads_q, int64_t b,
+                                        int64_t h, int64_t i, int64_t j0, int64_t n, uint8_t *keep) {
+    flashattn_params p;
+    flashattn_status s;
+    fa_clear_error();
+    if ((s = fa_read_params(user, &p))) return s;
+    if (!keep && n > 0) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "keep is NULL");
+    if (heads_q < 1 || b < 0 || h < 0 || h >= heads_q || i < 0 || i >= ((int64_t)1 << 32) || j0 < 0 ||
+        j0 % 4 || n < 0 || n > ((int64_t)1 << 34) - j0 || b > (((int64_t)1 << 32) - 1 - h) / heads_q)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                       "flashattn_dropout_mask: heads_q >= 1, 0 <= h < heads_q, b * heads_q + h < 2^32, "
+                       "0 <= i < 2^32, j0 >= 0 a multiple of 4, j0 + n <= 2^34");
+    fa_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.batch = b + 1, pb.heads_q = heads_q, pb.seq_q = i + 1, pb.seq_k = j0 + n;
+    if ((s = check_dropout(&p, &pb))) return s;
+    uint32_t key[2];
+    fa_dropout_key(&pb.dropout, b * heads_q + h, key);
+    for (int64_t t = 0; t < n; t += 4) {
+        const uint32_t ctr[4] = {(uint32_t)((j0 + t) >> 2), (uint32_t)i, (uint32_t)pb.dropout.offset,
+                                 (uint32_t)(pb.dropout.offset >> 32)};
+        uint32_t r[4];
+        fa_philox4x32_10(ctr, key, r);
+        for (int w = 0; w < 4 && t + w < n; w++) keep[t + w] = p.dropout_p == 0.0f || r[w] >= pb.dropout.threshold;
+    }
     return FLASHATTN_OK;
 }
 
@@ -210,7 +307,7 @@ flashattn_status fa_read_params(const flashattn_params *user, flashattn_params *
 static flashattn_status tensor_extent(const flashattn_tensor *t, const char *name) {
     const int64_t dims[4] = {t->batch, t->seqlen, t->heads, t->head_dim};
     const int64_t strides[4] = {t->stride_batch, t->stride_seq, t->stride_head, t->stride_dim};
-    int64_t last = 0;
+    int64_t last = 0, count = 1;
     for (int i = 0; i < 4; i++) {
         int64_t term;
         if (dims[i] == 0) return FLASHATTN_OK; /* empty: nothing is addressed */
@@ -218,6 +315,11 @@ static flashattn_status tensor_extent(const flashattn_tensor *t, const char *nam
             __builtin_add_overflow(last, term, &last))
             return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: its extent overflows 64 bits", name);
     }
+    /* The element count too, even where strides of 0 make the extent small:
+     * the planners count rows, heads and groups in int64. */
+    for (int i = 0; i < 4; i++)
+        if (__builtin_mul_overflow(count, dims[i], &count))
+            return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: its element count overflows 64 bits", name);
     size_t bytes;
     if ((uint64_t)last >= SIZE_MAX / 8 ||
         !fa_mul_size((size_t)last + 1, (size_t)fa_dtype_bytes(t->dtype), &bytes))
@@ -463,9 +565,6 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     if (p->num_splits < 0 || p->num_splits > FLASHATTN_MAX_SPLITS)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.num_splits is %d: must be 0..%d",
                        p->num_splits, FLASHATTN_MAX_SPLITS);
-    if (p->bias || p->mask)
-        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
-                       "params.bias and params.mask: flashattn_decode does not take them");
     /* FlashAttention-2's: a window as wide as the cache is no window */
     dp->rot_q_step = p->causal || (p->window_left >= 0 && p->window_left < capacity) ||
                      (p->window_right >= 0 && p->window_right < capacity);
@@ -478,6 +577,15 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     pb->heads_q = q->heads;
     pb->heads_kv = heads_kv;
     if ((s = check_modifiers(p, pb))) return s;
+    /* [batch, heads_q, the new rows, keys]: key j is the sequence's j-th
+     * key (leftpad rows not counted), query i its i-th new row; keys from
+     * the longest sequence's to the capacity */
+    int64_t most_keys = 0;
+    for (int64_t b = 0; (p->bias || p->mask) && b < pb->batch; b++)
+        if (fa_kv_given(pb, b) + fa_kv_added(pb, b) > most_keys) most_keys = fa_kv_given(pb, b) + fa_kv_added(pb, b);
+    if ((s = check_score_arrays(p, pb, most_keys))) return s;
+    if (p->dropout_p != 0.0f)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dropout_p: flashattn_decode takes no dropout");
     pb->head_dim = d;
     pb->head_dim_pad = (d + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
     pb->group = q->heads / heads_kv;
@@ -487,8 +595,10 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     /* As in the forward, with the capacity bounding every sequence. */
     pb->left = p->window_left;
     pb->right = p->window_right;
-    if (pb->left > pb->seq_q + capacity) pb->left = -1;
-    if (pb->right > pb->seq_q + capacity) pb->right = -1;
+    /* left > seq_q + capacity, which can pass INT64_MAX, as a difference of
+     * two sizes */
+    if (pb->left - capacity > pb->seq_q) pb->left = -1;
+    if (pb->right - capacity > pb->seq_q) pb->right = -1;
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
     return FLASHATTN_OK;
 }
@@ -569,10 +679,11 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     pb->right = p->window_right;
     /* A bound wider than both sequences is no bound; dropping it also keeps
      * i + diag -/+ bound far from int64 overflow. */
-    if (pb->left > pb->seq_q + pb->seq_k) pb->left = -1;
-    if (pb->right > pb->seq_q + pb->seq_k) pb->right = -1;
+    if (pb->left - pb->seq_k > pb->seq_q) pb->left = -1; /* left > seq_q + seq_k, as above */
+    if (pb->right - pb->seq_k > pb->seq_q) pb->right = -1;
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
-    return check_score_arrays(p, pb);
+    if ((s = check_dropout(p, pb))) return s;
+    return check_score_arrays(p, pb, -1);
 }
 
 static int same_shape(const flashattn_tensor *a, const flashattn_tensor *b) {
@@ -588,6 +699,13 @@ flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tens
                                  fa_bwd_problem *pb) {
     flashattn_status s;
     if ((s = fa_validate_fwd(q, k, v, o, NULL, p, &pb->f))) return s;
+    if (pb->f.seq_k > FLASHATTN_MAX_BWD_SEQ ||
+        (pb->f.group > 0 && pb->f.seq_q > FLASHATTN_MAX_BWD_SEQ / pb->f.group))
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
+                       "backward: a sequence of %lld keys and %.0f query rows per kv-head: at most "
+                       "%lld of each (the f32 sums; flashattn.h)",
+                       (long long)pb->f.seq_k, (double)pb->f.seq_q * (double)pb->f.group,
+                       (long long)FLASHATTN_MAX_BWD_SEQ);
     if ((s = check_tensor(dout, "dout")) || (s = check_tensor(dq, "dq")) ||
         (s = check_tensor(dk, "dk")) || (s = check_tensor(dv, "dv")))
         return s;
@@ -604,5 +722,6 @@ flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tens
     pb->lse = lse;
     pb->scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)q->head_dim);
     pb->dsinks = p->sinks ? p->dsinks : NULL;
-    return FLASHATTN_OK;
+    pb->dbias = p->dbias;
+    return p->dbias ? check_dbias(p->dbias, &pb->f) : FLASHATTN_OK;
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "core/mask.h"
+#include "core/philox.h"
 #include "flashattn.h"
 
 typedef struct fa_problem {
@@ -55,6 +56,7 @@ typedef struct fa_problem {
     int64_t alibi_stride;
     const float *sinks;
     const flashattn_scores *bias, *mask; /* validated; NULL: off */
+    fa_dropout dropout;                  /* threshold 0: off */
 } fa_problem;
 
 /* One sequence: its lengths, where its rows lie, which keys each query sees. */
@@ -120,6 +122,7 @@ typedef struct fa_bwd_problem {
     const float *lse;           /* the forward's, [batch, heads_q, seq_q] */
     float scale;                /* the natural-log softmax scale */
     float *dsinks;              /* [heads_q] or NULL (f.sinks set) */
+    const flashattn_scores *dbias; /* f32, written; NULL: not asked (f.bias set) */
 } fa_bwd_problem;
 
 #endif

@@ -23,6 +23,7 @@
 
 #include "core/tensor.h"
 #include "core/threads.h"
+#include "driver/careful.h"
 #include "driver/pack.h"
 #include "driver/score_tiles.h"
 
@@ -41,8 +42,11 @@ static float lse2(float lse) { return isinf(lse) ? INFINITY : (float)((double)ls
  * exact there, and eight partial sums in a fixed order (the same on every
  * path and thread count) break the one long chain of dependent adds, a
  * visible share of a short backward. */
-static double row_dot(const float *x, const float *y, int64_t n) {
+static double row_dot(const float *x, const float *y, int64_t n, int careful) {
     double part[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    if (careful) /* the rule for non-finite inputs: 0 times anything is 0 */
+        for (int64_t c = 0; c < n; c++) part[c % 8] += x[c] == 0.0f || y[c] == 0.0f ? 0.0 : (double)x[c] * y[c];
+    if (careful) n = 0;
     int64_t c = 0;
     for (; c + 8 <= n; c += 8)
         for (int k = 0; k < 8; k++) part[k] += (double)x[c + k] * y[c + k];
@@ -103,7 +107,7 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
             memcpy(dos + (p * sq + i) * nr, dr + p * nr, (size_t)nr * sizeof(float));
         }
         qp[d * nr] = lse2(lse[i]);
-        dop[d * nr] = (float)row_dot(dr, orow, d);
+        dop[d * nr] = (float)row_dot(dr, orow, d, kern->careful);
     }
     /* Queries past seq_q in the last panel: P = 0 and dP - D = 0. */
     for (int64_t i = i1; i1 == seq->seq_q && i % nr; i++) {
@@ -117,7 +121,7 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
     atomic_init(fa_bwd_lock(plan, gbase, hi, qb), 0);
 }
 
-static void reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+static int reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                           const fa_seq *seq, int64_t hk, void *gbase, int64_t hi, int64_t qb,
                           float *sum, float *row) {
     const fa_problem *f = &pb->f;
@@ -142,6 +146,7 @@ static void reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, con
             kern->store((void *)fa_row_ptr(pb->dq, b, seq->q0 + i, h), pb->dq->dtype,
                         row + (i - r0) * d, d, pb->scale);
     }
+    return fa_floats_finite(acc, d * bm);
 }
 
 /* dK = dV = 0 on the keys of sequence b past seqused_k: rows that hold
@@ -156,6 +161,14 @@ static void clear_unused_keys(const fa_bwd_problem *pb, const fa_kernels *kern, 
             kern->store((void *)fa_row_ptr(pb->dk, seq.kb, j, hk), pb->dk->dtype, row, d, 1.0f);
             kern->store((void *)fa_row_ptr(pb->dv, seq.kb, j, hk), pb->dv->dtype, row, d, 1.0f);
         }
+}
+
+/* dL/dbias = 0 on row u of its [batch][heads][seq_q] rows, before the
+ * work items add into it (elements no item reaches stay 0). */
+static void clear_dbias_row(const flashattn_scores *t, int64_t u) {
+    const int64_t b = u / (t->heads * t->seq_q), h = u / t->seq_q % t->heads, i = u % t->seq_q;
+    float *row = (float *)t->data + b * t->stride_batch + h * t->stride_head + i * t->stride_q;
+    for (int64_t j = 0; j < t->seq_k; j++) row[j * t->stride_k] = 0.0f;
 }
 
 /* dsinks[h] = -sum over the rows of head h of exp(sink_h - LSE_i) D_i,
@@ -175,7 +188,7 @@ static void sink_grad(const fa_bwd_problem *pb, const fa_kernels *kern, int64_t 
             if (isinf(lse[i])) continue; /* a row of no keys and no weight */
             kern->load(dr, fa_row_ptr(pb->dout, seq.qb, seq.q0 + i, h), pb->dout->dtype, d, 1.0f);
             kern->load(orow, fa_row_ptr(f->o, seq.qb, seq.q0 + i, h), f->o->dtype, d, 1.0f);
-            sum += exp(sink - (double)lse[i]) * row_dot(dr, orow, d);
+            sum += exp(sink - (double)lse[i]) * row_dot(dr, orow, d, kern->careful);
         }
     }
     pb->dsinks[h] = (float)-sum;
@@ -184,13 +197,15 @@ static void sink_grad(const fa_bwd_problem *pb, const fa_kernels *kern, int64_t 
 /* The sequence of group g (= sequence * heads_kv + kv-head). */
 static fa_seq group_seq(const fa_problem *f, int64_t g) { return fa_seq_of(f, g / f->heads_kv); }
 
-void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
-                void *ws) {
+/* Returns whether every gradient accumulator came out finite. */
+static int run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+               void *ws) {
     const fa_problem *f = &pb->f;
     void *base = fa_layout_base(ws);
     const int64_t groups = f->batch * f->heads_kv;
     const int64_t qblocks = plan->qblocks, kvblocks = plan->kvblocks, bn = plan->block_n;
-    if (groups == 0) return;
+    if (groups == 0) return 1;
+    int finite = 1;
     const int64_t tslices = fa_score_tile_slices(f);
     uint8_t *tiles = tslices ? (uint8_t *)fa_region_at(&plan->ws, base, FA_BWD_WS_TILES, 0) : NULL;
 
@@ -206,6 +221,9 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
 #pragma omp for schedule(dynamic) nowait
             for (int64_t h = 0; h < f->heads_q; h++) sink_grad(pb, kern, h, row);
         }
+        const int64_t dbias_rows = pb->dbias ? pb->dbias->batch * pb->dbias->heads * pb->dbias->seq_q : 0;
+#pragma omp for schedule(static) nowait
+        for (int64_t u = 0; u < dbias_rows; u++) clear_dbias_row(pb->dbias, u);
 #pragma omp for schedule(dynamic)
         for (int64_t it = 0; it < tslices * qblocks; it++)
             fa_score_tiles_row(f, it / qblocks, it % qblocks, plan->block_m, bn, qblocks, kvblocks, tiles);
@@ -225,7 +243,7 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
             }
             /* implicit barrier: the pass's heads are packed */
             const int64_t per_group = plan->deterministic ? plan->slots : kvblocks;
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic) reduction(&& : finite)
             for (int64_t it = 0; it < ng * per_group; it++) {
                 /* Groups interleaved, first kv-blocks first: under causal
                  * masks they see the most queries. */
@@ -235,20 +253,34 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
                 const int64_t step = plan->deterministic ? plan->slots : kvblocks;
                 for (int64_t kb = c; kb * bn < seq.seq_k; kb += step) {
                     const int64_t j0 = kb * bn, j1 = j0 + bn < seq.seq_k ? j0 + bn : seq.seq_k;
-                    fa_bwd_kvblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
-                                   plan->deterministic ? (int)c : 0, j0, j1, tw, tiles);
+                    finite = fa_bwd_kvblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
+                                            plan->deterministic ? (int)c : 0, j0, j1, tw, tiles) &&
+                             finite;
                 }
             }
             /* implicit barrier: every dQ contribution of the pass is in */
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic) reduction(&& : finite)
             for (int64_t it = 0; it < heads * qblocks; it++) {
                 const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
                 const fa_seq seq = group_seq(f, g0 + gi);
                 if (qb * plan->block_m >= seq.seq_q) continue;
                 void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
-                reduce_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase, hh % f->group,
-                              qb, fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), row);
+                finite = reduce_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
+                                       hh % f->group, qb, fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), row) &&
+                         finite;
             }
         }
     }
+    return finite;
+}
+
+/* Fast, then, if a NaN or Inf reached a gradient accumulator, the whole
+ * call once more on the careful table (driver/careful.h): dQ's
+ * accumulators are shared across work items, so no item can be redone
+ * alone. */
+void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+                void *ws) {
+    if (run(pb, plan, kern, ws)) return;
+    const fa_kernels careful = fa_careful_kernels(kern);
+    run(pb, plan, &careful, ws);
 }

@@ -16,8 +16,9 @@ void fa_bwd_run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kern
  * Accumulates dQ^T into accumulator `slot`: through the per-q-block locks
  * when plan->shared_dq, else directly (the slot is this item's, or this
  * thread's, alone). Writes the keys' dK and dV rows. tw is the thread's
- * tile area (plan->thread). */
-void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+ * tile area (plan->thread). Returns whether its dK and dV came out
+ * finite (driver/careful.h). */
+int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                     const fa_seq *seq, int64_t hk, void *gbase, int slot, int64_t j0, int64_t j1,
                     void *tw, const uint8_t *tiles);
 

@@ -35,6 +35,7 @@
 #include "core/mask.h"
 #include "core/size.h"
 #include "driver/bwd.h"
+#include "driver/careful.h"
 #include "driver/pack.h"
 #include "driver/score.h"
 
@@ -46,6 +47,7 @@ typedef struct {
     float *st, *dpt, *dqt;         /* [keys][tile_ld] twice, [d][bm] */
     float *cols;                   /* dot route or softcap: lse2 and D of a step's queries */
     float *dcap;                   /* softcap: 1 - tanh^2, [keys][tile_ld] */
+    float *drop;                   /* dropout: Z, [keys][tile_ld] */
 } kv_item;
 
 static void acquire(atomic_int *l) {
@@ -63,6 +65,64 @@ typedef struct {
     atomic_int *lock;
     int64_t h; /* the query head */
 } q_tile;
+
+/* dL/dbias += dS of key j (sequence-relative) for the tile's m queries:
+ * the logit's gradient after the bias, before the softcap's factor. Only
+ * this item writes these elements (validate.c's check_dbias), in the
+ * order of its heads, q-blocks and queries: deterministic. */
+static void add_dbias(const fa_bwd_problem *pb, const fa_seq *seq, const q_tile *q, int64_t j,
+                      const float *ds, int64_t m) {
+    const flashattn_scores *t = pb->dbias;
+    const int64_t tb = t->batch > 1 ? seq->idx : 0, th = t->heads > 1 ? q->h : 0;
+    float *at = (float *)t->data + tb * t->stride_batch + th * t->stride_head +
+                (t->seq_k > 1 ? j : 0) * t->stride_k;
+    if (t->seq_q > 1)
+        for (int64_t c = 0; c < m; c++) at[(q->i0 + c) * t->stride_q] += ds[c];
+    else
+        for (int64_t c = 0; c < m; c++) at[0] += ds[c];
+}
+
+/* Dropout on a tile whose S^T holds P^T and dP^T holds dP'^T - D (dP' =
+ * dO V^T, the gradient of P Z): with Z the mask over 1 - p,
+ *   dS = P (Z dP' - D)   and   P^T becomes (P Z)^T for dV,
+ * D = rowsum(dO * O) being dO . (P Z) V already. Z of query i comes from
+ * dropout_row over this item's keys, as the forward drew it, written down
+ * the tile's column i; the update then runs along the rows. */
+static void dropout_tile(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+                         const fa_seq *seq, const kv_item *t, const q_tile *q, int64_t m) {
+    const fa_problem *f = &pb->f;
+    const int64_t lt = plan->tile_ld, d = f->head_dim, da = d + 1, nr = kern->nr;
+    const int64_t m16 = fa_round_up_i64(m, FA_COL_ALIGN);
+    const int keys = (int)(t->j1 - t->j0);
+    float *dd = t->cols + fa_round_up_i64(plan->block_m, FA_COL_ALIGN); /* D per query */
+    if (!plan->bf16_dot) /* (the dot route's dot_scores put them there) */
+        for (int64_t c = 0; c < m16; c++)
+            dd[c] = q->dot[(q->i0 + c) / nr * da * nr + d * nr + (q->i0 + c) % nr];
+    uint32_t key[2];
+    fa_dropout_key(&f->dropout, seq->idx * f->heads_q + q->h, key);
+    float z[FA_MAX_BLOCK];
+    for (int64_t c = 0; c < m16; c++) {
+        for (int r = 0; r < keys; r++) z[r] = c < m ? 1.0f : 0.0f;
+        if (c < m)
+            kern->dropout_row(z, keys, key, (uint32_t)(q->i0 + c), f->dropout.offset, t->j0,
+                              f->dropout.threshold, f->dropout.scale);
+        for (int r = 0; r < keys; r++) t->drop[r * lt + c] = z[r];
+    }
+    for (int r = 0; r < keys; r++) {
+        float *p = t->st + r * lt, *ds = t->dpt + r * lt;
+        const float *zr = t->drop + r * lt;
+        if (kern->careful)
+            for (int64_t c = 0; c < m16; c++) {
+                ds[c] = fa_careful_mul(p[c], zr[c] * (ds[c] + dd[c]) - dd[c]);
+                p[c] = fa_careful_mul(p[c], zr[c]);
+            }
+        else
+            for (int64_t c = 0; c < m16; c++) {
+                ds[c] = p[c] * (zr[c] * (ds[c] + dd[c]) - dd[c]);
+                p[c] *= zr[c];
+            }
+    }
+}
 
 /* S^T - lse2 and dP^T - D of one tile on the bf16 dot-product route: the
  * products on gemm_bf16, then each query's lse2 and D (row d of its Q^T
@@ -137,12 +197,22 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
         for (int64_t c = 0; c < m; c++) t->cols[c] = q->qt[(i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr];
     const int full = fa_mask_block_full(&seq->mask, i0, i1, t->j0, t->j1);
     fa_score_tile_t(kern, &sc, st, lt, keys, i0, m, t->j0, full, tile, t->cols, t->dcap);
+    /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
+    for (int r = 0; r < keys; r++) kern->exp2_sum(st + r * lt, m16, 0.0f);
+    if (f->dropout.threshold) dropout_tile(pb, plan, kern, seq, t, q, m);
     for (int r = 0; r < keys; r++) {
         float *p = st + r * lt, *ds = dpt + r * lt;
-        /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
-        kern->exp2_sum(p, m16, 0.0f);
-        for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
-        if (sc.cap2 != 0.0f) /* dS of the raw logit: times d(softcap)/ds */
+        /* (careful: the rule for non-finite inputs, 0 times anything is 0) */
+        if (f->dropout.threshold) {
+        } else if (kern->careful) {
+            for (int64_t c = 0; c < m16; c++) ds[c] = fa_careful_mul(ds[c], p[c]);
+        } else {
+            for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
+        }
+        if (pb->dbias) add_dbias(pb, seq, q, t->j0 + r, ds, m);
+        if (sc.cap2 != 0.0f && kern->careful) /* dS of the raw logit: times d(softcap)/ds */
+            for (int64_t c = 0; c < m; c++) ds[c] = fa_careful_mul(ds[c], t->dcap[r * lt + c]);
+        else if (sc.cap2 != 0.0f)
             for (int64_t c = 0; c < m; c++) ds[c] *= t->dcap[r * lt + c];
     }
 
@@ -195,7 +265,7 @@ static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, const fa_seq
     return q;
 }
 
-void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                     const fa_seq *seq, int64_t hk, void *gbase, int slot, int64_t j0, int64_t j1,
                     void *tw, const uint8_t *tiles) {
     const fa_problem *f = &pb->f;
@@ -209,7 +279,7 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_DK), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DV),
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_ST), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DPT),
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), fa_bwd_tile(plan, tw, FA_BWD_THREAD_COLS),
-                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DCAP)};
+                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DCAP), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DROP)};
 
     if (plan->bf16_dot) {
         /* K and V rows as given (pairs of elements) for S^T and dP^T; K^T in f32 */
@@ -254,9 +324,11 @@ void fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_
     if (plan->bf16_dot) kern->gemm_bf16_done();
 
     const fa_store_fn store = plan->stream_dkv ? kern->store_stream : kern->store;
+    const int finite = fa_floats_finite(t.dk, keys * dp) && fa_floats_finite(t.dv, keys * dp);
     for (int r = 0; r < keys; r++) {
         store((void *)fa_row_ptr(pb->dk, b, k0 + j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);
         store((void *)fa_row_ptr(pb->dv, b, k0 + j0 + r, hk), pb->dv->dtype, t.dv + r * dp, d, 1.0f);
     }
     if (plan->stream_dkv) kern->store_fence();
+    return finite;
 }

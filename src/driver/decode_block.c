@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "core/mask.h"
+#include "driver/careful.h"
 #include "driver/decode.h"
 #include "driver/score.h"
 #include "driver/softmax.h"
@@ -194,79 +195,100 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     float *mx = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_MAX, 0);
     float *ls = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_SUM, 0);
     float *wk = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_WIDE, 0);
+    const fa_softmax_totals total = {
+        (double *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_ACC, 0),
+        (double *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_SUM, 0),
+        (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_MAX, 0), dpad};
+    /* rows past FA_SUM_CHUNK keys fold their sums every fold_every keys of
+     * the split (driver/softmax.h) */
+    const int long_rows = pb->seq_k > FA_SUM_CHUNK;
+    const int64_t fold_every = FA_SUM_CHUNK / bn * bn;
 
-    /* Q rows, pre-scaled into base 2 */
-    row_walk w = walk_start(i0, hk0, g);
-    for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
-        kern->load(q + r * d, fa_row_ptr(pb->q, seq.qb, seq.q0 + w.i, w.h), pb->q->dtype, d, pb->scale_log2);
-        if (dp->rot_cos) /* at cache rows, as FlashAttention-2 */
-            fa_rotary_row(dp, q + r * d, seq.k0 + fa_kv_given(pb, b) + w.i * dp->rot_q_step);
-        mx[r] = -INFINITY;
-        ls[r] = 0.0f;
-    }
-
-    int64_t j_beg, j_end;
-    fa_mask_split(fa_mask_lo(mask, i0), fa_mask_end(mask, i1 - 1), split, plan->num_splits, bn,
-                  &j_beg, &j_end);
-    int first = 1;
-    for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
-        const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
-
-        /* Keys in pieces, every head of a piece before the next piece: the
-         * cache is read in address order, which the hardware prefetchers
-         * follow. */
-        for (int64_t j = j0; j < j0 + n;) {
-            const char *row;
-            int64_t len = run_at(dp, kt, &seq, hk0, j, j0 + n, &row);
-            if (len > piece) len = piece;
-            const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, kt, &seq, hk0, j, len, j_end, row);
-            for (int64_t h = 0; h < nh; h++) {
-                float *sh = s + h * mh * sld + (j - j0);
-                if (plan->wide_piece)
-                    wide_qk(kern, mh, (int)len, d, q + h * mh * d, row + h * khs, kt->dtype,
-                            kt->stride_seq, wk, sh, sld);
-                else
-                    kern->gemm_nt(mh, (int)len, d, q + h * mh * d, d, row + h * khs, kt->dtype,
-                                  kt->stride_seq, sh, sld, pf);
-            }
-            j += len;
-        }
-
-        /* Only steps that cut some row's visible range need the mask. */
-        const int full = fa_mask_block_full(mask, i0, i1, j0, j0 + n);
+    /* fast, then once more on the careful table if a NaN or Inf showed up
+     * (driver/careful.h) */
+    fa_kernels careful;
+    row_walk w;
+    for (int pass = 0;; pass++) {
+        /* Q rows, pre-scaled into base 2 */
         w = walk_start(i0, hk0, g);
-        for (int r0 = 0; r0 < m; r0 += FA_MAX_MR) {
-            const int r1 = m - r0 < FA_MAX_MR ? m : r0 + FA_MAX_MR;
-            float bmax[FA_MAX_MR];
-            for (int r = r0; r < r1; r++, walk_next(&w, i0, g, i1 - i0)) {
-                const fa_scores sc = fa_scores_of(pb, &seq, w.h);
-                fa_score_row(kern, &sc, s + r * sld, w.i, j0, n, full, FA_TILE_MIXED);
-                bmax[r - r0] = kern->row_max(s + r * sld, n);
-            }
-            for (int r = r0; r < r1; r++)
-                fa_softmax_row_exp(kern, s + r * sld, n, bmax[r - r0], &mx[r], &ls[r],
-                                   acc + r * dpad, d, first);
+        for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
+            kern->load(q + r * d, fa_row_ptr(pb->q, seq.qb, seq.q0 + w.i, w.h), pb->q->dtype, d, pb->scale_log2);
+            if (dp->rot_cos) /* at cache rows, as FlashAttention-2 */
+                fa_rotary_row(dp, q + r * d, seq.k0 + fa_kv_given(pb, b) + w.i * dp->rot_q_step);
+            mx[r] = -INFINITY;
+            ls[r] = 0.0f;
         }
 
-        /* acc (+)= P V per head, in the same pieces; the first step
-         * overwrites, so acc needs no clearing */
-        for (int64_t j = j0; j < j0 + n;) {
-            const char *row;
-            int64_t len = run_at(dp, vt, &seq, hk0, j, j0 + n, &row);
-            if (len > piece) len = piece;
-            const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, vt, &seq, hk0, j, len, j_end, row);
-            for (int64_t h = 0; h < nh; h++) {
-                const float *ph = s + h * mh * sld + (j - j0);
-                if (plan->wide_piece)
-                    wide_pv(kern, mh, (int)len, d, dpad, ph, sld, row + h * vhs, vt->dtype,
-                            vt->stride_seq, wk, acc + h * mh * dpad, !first || j > j0);
-                else
-                    kern->gemm_rows(mh, (int)d, len, ph, sld, row + h * vhs, vt->dtype,
-                                    vt->stride_seq, acc + h * mh * dpad, dpad, !first || j > j0, pf);
+        int64_t j_beg, j_end;
+        fa_mask_split(fa_mask_lo(mask, i0), fa_mask_end(mask, i1 - 1), split, plan->num_splits, bn,
+                      &j_beg, &j_end);
+        int first = 1;
+        if (long_rows) fa_softmax_totals_clear(&total, m);
+        for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
+            const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
+            if (long_rows && j0 > j_beg && (j0 - j_beg) % fold_every == 0)
+                for (int r = 0; r < m; r++) fa_softmax_fold(&total, r, acc + r * dpad, d, mx[r], &ls[r]);
+
+            /* Keys in pieces, every head of a piece before the next piece: the
+             * cache is read in address order, which the hardware prefetchers
+             * follow. */
+            for (int64_t j = j0; j < j0 + n;) {
+                const char *row;
+                int64_t len = run_at(dp, kt, &seq, hk0, j, j0 + n, &row);
+                if (len > piece) len = piece;
+                const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, kt, &seq, hk0, j, len, j_end, row);
+                for (int64_t h = 0; h < nh; h++) {
+                    float *sh = s + h * mh * sld + (j - j0);
+                    if (plan->wide_piece)
+                        wide_qk(kern, mh, (int)len, d, q + h * mh * d, row + h * khs, kt->dtype,
+                                kt->stride_seq, wk, sh, sld);
+                    else
+                        kern->gemm_nt(mh, (int)len, d, q + h * mh * d, d, row + h * khs, kt->dtype,
+                                      kt->stride_seq, sh, sld, pf);
+                }
+                j += len;
             }
-            j += len;
+
+            /* Only steps that cut some row's visible range need the mask. */
+            const int full = fa_mask_block_full(mask, i0, i1, j0, j0 + n);
+            w = walk_start(i0, hk0, g);
+            for (int r0 = 0; r0 < m; r0 += FA_MAX_MR) {
+                const int r1 = m - r0 < FA_MAX_MR ? m : r0 + FA_MAX_MR;
+                float bmax[FA_MAX_MR];
+                for (int r = r0; r < r1; r++, walk_next(&w, i0, g, i1 - i0)) {
+                    const fa_scores sc = fa_scores_of(pb, &seq, w.h);
+                    fa_score_row(kern, &sc, s + r * sld, w.i, j0, n, full, FA_TILE_MIXED);
+                    bmax[r - r0] = kern->row_max(s + r * sld, n);
+                }
+                for (int r = r0; r < r1; r++)
+                    fa_softmax_row_exp(kern, s + r * sld, n, bmax[r - r0], &mx[r], &ls[r],
+                                       acc + r * dpad, d, first);
+            }
+
+            /* acc (+)= P V per head, in the same pieces; the first step
+             * overwrites, so acc needs no clearing */
+            for (int64_t j = j0; j < j0 + n;) {
+                const char *row;
+                int64_t len = run_at(dp, vt, &seq, hk0, j, j0 + n, &row);
+                if (len > piece) len = piece;
+                const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, vt, &seq, hk0, j, len, j_end, row);
+                for (int64_t h = 0; h < nh; h++) {
+                    const float *ph = s + h * mh * sld + (j - j0);
+                    if (plan->wide_piece)
+                        wide_pv(kern, mh, (int)len, d, dpad, ph, sld, row + h * vhs, vt->dtype,
+                                vt->stride_seq, wk, acc + h * mh * dpad, !first || j > j0);
+                    else
+                        kern->gemm_rows(mh, (int)d, len, ph, sld, row + h * vhs, vt->dtype,
+                                        vt->stride_seq, acc + h * mh * dpad, dpad, !first || j > j0, pf);
+                }
+                j += len;
+            }
+            first = 0;
         }
-        first = 0;
+        for (int r = 0; long_rows && r < m; r++) fa_softmax_unfold(&total, r, acc + r * dpad, d, mx[r], &ls[r]);
+        if (pass || fa_softmax_rows_finite(acc, dpad, d, mx, ls, m)) break;
+        careful = fa_careful_kernels(kern);
+        kern = &careful;
     }
     w = walk_start(i0, hk0, g);
     for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {

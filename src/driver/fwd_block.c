@@ -9,7 +9,8 @@
  *       softmax_strips     the score stage (driver/score.h: the mask, only
  *                          on kv-blocks that cut a row's visible range), then
  *                          m' = max(m, rowmax S);  P = exp2(S - m');
- *                          l = l*2^(m-m') + rowsum P;  acc *= 2^(m-m')
+ *                          l = l*2^(m-m') + rowsum P;  acc *= 2^(m-m');
+ *                          dropout: P *= Z (after the statistics)
  *       pv                 acc += P V
  *   finalize_rows          O = acc / l;  LSE = ln2 * (m + log2 l)
  *
@@ -34,6 +35,7 @@
 
 #include "core/mask.h"
 #include "core/size.h"
+#include "driver/careful.h"
 #include "driver/fwd.h"
 #include "driver/pack.h"
 #include "driver/score.h"
@@ -60,6 +62,8 @@ typedef struct {
     int32_t *cols;
     uint8_t *first, *started;
     int tile; /* the boolean mask's state of the current tile (FA_TILE_*) */
+    fa_softmax_totals total; /* rows past FA_SUM_CHUNK keys (driver/softmax.h) */
+    uint32_t drop_key[2];    /* dropout's key of this (sequence, head) */
 } fwd_qblock;
 
 FA_INLINE int strip_rows(const fwd_qblock *t, int s) {
@@ -142,6 +146,10 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
         for (int r = r0; r < r0 + mm; r++) {
             fa_softmax_row_exp(kern, t->s + r * bn, ncols, bmax[r - r0], &t->mx[r], &t->ls[r],
                                t->acc + r * dp, dp, t->first[s]);
+            /* dropout after the statistics: l and m are of the undropped P */
+            if (t->pb->dropout.threshold)
+                kern->dropout_row(t->s + r * bn, ncols, t->drop_key, (uint32_t)(t->i0 + r),
+                                  t->pb->dropout.offset, j0, t->pb->dropout.threshold, t->pb->dropout.scale);
             if (dot) {
                 /* an odd count (the last keys) gets a zero partner */
                 kern->store(t->p16 + r * bn, FLASHATTN_BF16, t->s + r * bn, ncols, 1.0f);
@@ -186,12 +194,31 @@ FA_INLINE void finalize_rows(fwd_qblock *t) {
     }
 }
 
+/* Every row's f32 sums into its double totals (driver/softmax.h). */
+static void fold_rows(fwd_qblock *t) {
+    const int64_t dp = t->pb->head_dim_pad;
+    for (int r = 0; r < t->m; r++)
+        fa_softmax_fold(&t->total, r, t->acc + r * dp, t->pb->head_dim, t->mx[r], &t->ls[r]);
+}
+
+static void unfold_rows(fwd_qblock *t) {
+    const int64_t dp = t->pb->head_dim_pad;
+    for (int r = 0; r < t->m; r++)
+        fa_softmax_unfold(&t->total, r, t->acc + r * dp, t->pb->head_dim, t->mx[r], &t->ls[r]);
+}
+
 FA_INLINE void block(fwd_qblock *t, const int dot) {
     const fa_mask *mask = &t->seq->mask;
     const int64_t bn = t->plan->block_n, seq_k = t->seq->seq_k;
     load_q(t, dot);
     const int64_t j_lo = fa_mask_lo(mask, t->i0), j_end = fa_mask_end(mask, t->i0 + t->m - 1);
+    /* Folds at the same keys for every row, whatever its q-block (so
+     * block_m still changes no bit), at whole blocks. */
+    const int long_rows = t->pb->seq_k > FA_SUM_CHUNK;
+    const int64_t fold_every = FA_SUM_CHUNK / bn * bn;
+    if (long_rows) fa_softmax_totals_clear(&t->total, t->m);
     for (int64_t j0 = j_lo / bn * bn; j0 < j_end; j0 += bn) {
+        if (long_rows && j0 > j_lo / bn * bn && j0 % fold_every == 0) fold_rows(t);
         const int64_t j1 = j0 + bn < seq_k ? j0 + bn : seq_k;
         t->tile = fa_score_tile(&t->sc, t->i0 / t->plan->block_m, j0 / bn);
         if (t->tile == FA_TILE_HIDDEN) continue; /* the mask hides the whole tile */
@@ -202,7 +229,7 @@ FA_INLINE void block(fwd_qblock *t, const int dot) {
         for (int s = 0; s < t->strips; s++) t->started[s] |= t->cols[s] > 0;
     }
     if (dot) t->kern->gemm_bf16_done();
-    finalize_rows(t);
+    if (long_rows) unfold_rows(t);
 }
 
 void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
@@ -215,11 +242,11 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.cols = cols, t.first = first, t.started = started;
     t.pb = pb, t.plan = plan, t.kern = kern, t.seq = seq;
     t.h = h, t.i0 = i0;
+    fa_dropout_key(&pb->dropout, seq->idx * pb->heads_q + h, t.drop_key);
     const int64_t bm = plan->block_m, bn = plan->block_n;
     t.sc = fa_scores_of_tiles(pb, seq, h, tiles, (pb->seq_q + bm - 1) / bm, (pb->seq_k + bn - 1) / bn);
     t.m = (int)(i1 - i0);
     t.strips = (t.m + kern->mr - 1) / kern->mr;
-    memset(started, 0, (size_t)t.strips);
     t.q = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_Q, 0);
     t.s = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_S, 0);
     t.acc = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0);
@@ -229,8 +256,23 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.p16 = (uint16_t *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_P16, 0);
     t.kp = (const float *)fa_region_at(&plan->group, group, FA_FWD_GROUP_K, 0);
     t.vp = (const float *)fa_region_at(&plan->group, group, FA_FWD_GROUP_V, 0);
-    if (plan->bf16_dot)
-        block(&t, 1);
-    else
-        block(&t, 0);
+    t.total.acc = (double *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_ACC, 0);
+    t.total.l = (double *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_SUM, 0);
+    t.total.m = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_MAX, 0);
+    t.total.ld = pb->head_dim_pad;
+    /* fast, then once more on the careful table if a NaN or Inf showed up
+     * (driver/careful.h) */
+    fa_kernels careful;
+    for (int pass = 0;; pass++) {
+        memset(started, 0, (size_t)t.strips);
+        if (plan->bf16_dot)
+            block(&t, 1);
+        else
+            block(&t, 0);
+        if (pass || fa_softmax_rows_finite(t.acc, pb->head_dim_pad, pb->head_dim, t.mx, t.ls, t.m))
+            break;
+        careful = fa_careful_kernels(kern);
+        t.kern = &careful;
+    }
+    finalize_rows(&t);
 }

@@ -5,7 +5,7 @@
  *   O = (sum_n w_n O_n) / (sum_n w_n),  LSE = M + log(sum_n w_n)
  *
  * Parts whose LSE is -inf saw no key: they are skipped, not read (their O
- * may be anything). The weighted sum is a GEMM of one row: the weights
+ * may be anything). A NaN LSE in any part makes the row NaN. The weighted sum is a GEMM of one row: the weights
  * times up to FA_MERGE_BATCH part rows widened to f32, accumulated over
  * batches, so any number of parts takes a fixed amount of stack.
  */
@@ -42,8 +42,18 @@ void fa_merge_rows(const fa_kernels *kern, const fa_merge_job *job, int64_t t0, 
         const int64_t b = t / (heads * seq), h = t / seq % heads, i = t % seq;
         void *orow = (void *)fa_row_ptr(o, b, i, h);
         float mx = -INFINITY;
-        for (int64_t s = 0; s < job->n; s++)
-            if (job->lse_parts[s][t] > mx) mx = job->lse_parts[s][t];
+        int nan = 0;
+        for (int64_t s = 0; s < job->n; s++) {
+            const float l = job->lse_parts[s][t];
+            nan |= l != l;
+            if (l > mx) mx = l;
+        }
+        if (nan) { /* a part that met a NaN: so does the row */
+            for (int64_t c = 0; c < d; c++) acc[c] = NAN;
+            kern->store(orow, o->dtype, acc, d, 1.0f);
+            if (job->lse) job->lse[t] = NAN;
+            continue;
+        }
         if (mx == -INFINITY) {
             /* no part saw a key for this row */
             memset(acc, 0, (size_t)d * sizeof(float));

@@ -102,9 +102,12 @@ static inline void fa_score_arrays(const fa_scores *sc, float *x, int64_t stride
     if (sc->has_bias) {
         const size_t es = (size_t)fa_dtype_bytes(sc->bias_dt);
         const char *row = sc->bias.base + (size_t)(i * sc->bias.sq) * es;
-        for (int64_t j = 0; j < n; j++)
-            x[j * stride] += fa_widen(row + (size_t)((j0 + j) * sc->bias.sk) * es, sc->bias_dt, 0) *
-                             1.4426950408889634f;
+        /* -inf hides the key outright, whatever its logit (a NaN one too:
+         * the rule for non-finite inputs, flashattn.h) */
+        for (int64_t j = 0; j < n; j++) {
+            const float b = fa_widen(row + (size_t)((j0 + j) * sc->bias.sk) * es, sc->bias_dt, 0);
+            x[j * stride] = b == -INFINITY ? -INFINITY : x[j * stride] + b * 1.4426950408889634f;
+        }
     }
     if (sc->has_mask && elementwise) {
         const uint8_t *row = (const uint8_t *)sc->bmask.base + i * sc->bmask.sq;

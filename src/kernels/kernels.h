@@ -204,6 +204,17 @@ typedef struct fa_kernels {
      * the library: the drivers at the end of every work item. Results
      * never depend on where runs begin or end. */
     void (*gemm_bf16_done)(void);
+    /* Dropout of n elements of row `row` from column j0 (any j0 >= 0):
+     * x[t] = keep(j0 + t) ? x[t] * scale : 0, keep as core/philox.h
+     * defines it for key, row and offset. Every table gives the same
+     * bits (one rounding of x * scale), whatever n, j0 or SIMD width. */
+    void (*dropout_row)(float *x, int64_t n, const uint32_t key[2], uint32_t row, uint64_t offset,
+                        int64_t j0, uint32_t threshold, float scale);
+    /* 1 only in the non-finite rerun's table (driver/careful.h): its
+     * products leave out terms with a zero factor, and the drivers' own
+     * elementwise products (dS = P * dP, D = rowsum(dO * O)) must do the
+     * same. 0 in every ISA's table. */
+    int careful;
 } fa_kernels;
 
 /* The tables, one a path of kernels/isa_list.h, each defined by its

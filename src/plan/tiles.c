@@ -83,8 +83,15 @@ void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads,
     int64_t rows = 0;
     for (int64_t b = 0; b < seqs; b++) {
         const fa_seq seq = fa_seq_of(pb, b);
-        for (int64_t i = 0; i < seq.seq_q; i++)
-            keys += (double)(fa_mask_end(&seq.mask, i) - fa_mask_lo(&seq.mask, i));
+        /* every row up to 4096, else 1024 rows evenly spread: a planning
+         * estimate must not cost time in proportion to the rows (stride-0
+         * tensors hold any number of them in no memory) */
+        const int64_t step = seq.seq_q > 4096 ? seq.seq_q / 1024 : 1;
+        double sum = 0.0;
+        int64_t n = 0;
+        for (int64_t i = 0; i < seq.seq_q; i += step, n++)
+            sum += (double)(fa_mask_end(&seq.mask, i) - fa_mask_lo(&seq.mask, i));
+        keys += n ? sum * ((double)seq.seq_q / (double)n) : 0.0;
         rows += seq.seq_q;
     }
     *q = (fa_tile_query){
@@ -114,8 +121,9 @@ static flashattn_status choose_tiles(const fa_problem *pb, const flashattn_param
     /* A tuned block_n shrinks to the keys there are (as the rule's does),
      * a tuned block_m to the work there is: a file entry measured on long
      * sequences must not leave threads idle on short ones. */
-    const int keys = (int)fa_round_up((size_t)(pb->seq_k > 0 ? pb->seq_k : 1), (size_t)kern->nr);
-    if (tune_n > keys && keys <= FA_MAX_BLOCK) tune_n = keys;
+    const int64_t keys = pb->seq_k > FA_MAX_BLOCK ? FA_MAX_BLOCK + 1
+                                                  : fa_round_up_i64(pb->seq_k > 0 ? pb->seq_k : 1, kern->nr);
+    if (tune_n > keys && keys <= FA_MAX_BLOCK) tune_n = (int)keys;
     if (tune_m) tune_m = fa_tile_fit_threads(&q, tune_m);
 
     plan->block_m = p->block_m ? p->block_m : env_m ? env_m : tune_m ? tune_m : rule_m;
@@ -152,6 +160,10 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     fa_layout_array(&plan->thread, FA_FWD_THREAD_MAX, "row max", 1, bm * f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_SUM, "row sum", 1, bm * f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_P16, "p bf16", 1, plan->bf16_dot ? bm * bn * 2 : 0);
+    const size_t long_rows = pb->seq_k > FA_SUM_CHUNK ? bm : 0;
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_ACC, "total acc", 1, long_rows * dp * sizeof(double));
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_SUM, "total row sum", 1, long_rows * sizeof(double));
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_MAX, "total row max", 1, long_rows * f);
     if (plan->group.overflow || plan->thread.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
 

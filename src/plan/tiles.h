@@ -47,7 +47,10 @@ enum { FA_FWD_GROUP_K, FA_FWD_GROUP_V };
  * [block_m][block_n], acc [block_m][head_dim_pad], the running max and sum
  * [block_m], and on the dot route P as bf16 [block_m][block_n]. */
 enum { FA_FWD_THREAD_Q, FA_FWD_THREAD_S, FA_FWD_THREAD_ACC, FA_FWD_THREAD_MAX,
-       FA_FWD_THREAD_SUM, FA_FWD_THREAD_P16 };
+       FA_FWD_THREAD_SUM, FA_FWD_THREAD_P16,
+       /* the double totals of rows longer than FA_SUM_CHUNK keys
+        * (driver/softmax.h); empty when seq_k is not */
+       FA_FWD_THREAD_TOTAL_ACC, FA_FWD_THREAD_TOTAL_SUM, FA_FWD_THREAD_TOTAL_MAX };
 
 /* Fill plan from the problem and the user's (already range-checked) params.
  * Returns BAD_TILE for user tiles the kernels cannot run, OVERFLOW when the

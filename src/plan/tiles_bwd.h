@@ -82,9 +82,10 @@ enum { FA_BWD_HEAD_QS, FA_BWD_HEAD_QT, FA_BWD_HEAD_DOS, FA_BWD_HEAD_DOT };
  *   ST, DPT     [block_n][tile_ld] S^T/P^T and dP^T/dS^T
  *   DQT         [d][block_m]       a step's dQ^T, before the locked add
  *   ROW         packing: Q, dO and O rows; reducing: 16 dQ rows
- *   COLS        dot route: a step's LSE * log2(e) and D per query */
+ *   COLS        dot route, softcap or dropout: a step's LSE * log2(e) and D per query */
 enum { FA_BWD_THREAD_KAUG, FA_BWD_THREAD_VAUG, FA_BWD_THREAD_KT, FA_BWD_THREAD_DK,
        FA_BWD_THREAD_DV, FA_BWD_THREAD_ST, FA_BWD_THREAD_DPT, FA_BWD_THREAD_DQT,
-       FA_BWD_THREAD_ROW, FA_BWD_THREAD_COLS, FA_BWD_THREAD_DCAP };
+       FA_BWD_THREAD_ROW, FA_BWD_THREAD_COLS, FA_BWD_THREAD_DCAP,
+       FA_BWD_THREAD_DROP /* dropout: Z of a tile, [keys][tile_ld] */ };
 
 #endif

@@ -191,6 +191,10 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     fa_layout_array(&plan->thread, FA_DECODE_THREAD_MAX, "row max", 1, rows * f);
     fa_layout_array(&plan->thread, FA_DECODE_THREAD_SUM, "row sum", 1, rows * f);
     fa_layout_array(&plan->thread, FA_DECODE_THREAD_WIDE, "widened piece", 1, widened * f);
+    const size_t long_rows = pb->seq_k > FA_SUM_CHUNK ? rows : 0;
+    fa_layout_array(&plan->thread, FA_DECODE_THREAD_TOTAL_ACC, "total acc", 1, long_rows * dpad * sizeof(double));
+    fa_layout_array(&plan->thread, FA_DECODE_THREAD_TOTAL_SUM, "total row sum", 1, long_rows * sizeof(double));
+    fa_layout_array(&plan->thread, FA_DECODE_THREAD_TOTAL_MAX, "total row max", 1, long_rows * f);
 
     size_t heads_rows = 0, o = 0;
     if (plan->num_splits > 1 &&

@@ -7,7 +7,9 @@
 
 #include "api/validate.h"
 #include "reference/attn_f64.h"
+#include "reference/dropout_ref.h"
 #include "reference/keys_ref.h"
+#include "reference/rule_ref.h"
 #include "reference/score_ref.h"
 
 static flashattn_status problem(const flashattn_tensor *q, const flashattn_tensor *k,
@@ -32,17 +34,21 @@ static int softmax_row(const fa_problem *pb, const flashattn_params *p, double s
                        int64_t lo, int64_t end, double *pr, double *dcap) {
     const int64_t d = pb->head_dim, hk = h / pb->group;
     double mx = fa_ref_sink(p, h), sum = 0.0;
+    int nan = 0;
     for (int64_t j = lo; j < end; j++) {
         const double *kj = kd + ((b * pb->seq_k + j) * pb->heads_kv + hk) * d;
-        double acc = 0.0;
-        for (int64_t c = 0; c < d; c++) acc += qi[c] * kj[c];
-        pr[j] = fa_ref_score(pb, p, b, h, i, j, acc * scale, &dcap[j]);
+        pr[j] = fa_ref_score(pb, p, b, h, i, j, fa_ref_dot(qi, kj, d) * scale, &dcap[j]);
+        nan |= isnan(pr[j]);
         if (pr[j] > mx) mx = pr[j];
+    }
+    if (nan) { /* the row is NaN; keys it does not see keep P = 0 */
+        for (int64_t j = lo; j < end; j++) pr[j] = pr[j] == -INFINITY ? 0.0 : NAN;
+        return 1;
     }
     if (end <= lo || mx == -INFINITY) return 0; /* -inf: every key hidden, no sink */
     if (p->sinks) sum += exp(fa_ref_sink(p, h) - mx);
     for (int64_t j = lo; j < end; j++) sum += (pr[j] = exp(pr[j] - mx));
-    for (int64_t j = lo; j < end; j++) pr[j] /= sum;
+    for (int64_t j = lo; j < end; j++) pr[j] = pr[j] == 0.0 ? 0.0 : pr[j] / sum;
     return 1;
 }
 
@@ -74,17 +80,18 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
                 if (!softmax_row(&pb, &pp, scale, qd + row, kd, b, h, i, lo, end, pr, dcap)) continue;
                 for (int64_t j = lo; j < end; j++) {
                     const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
-                    for (int64_t c = 0; c < d; c++) oi[c] += pr[j] * vj[c];
+                    const double pz = fa_ref_mul(pr[j], fa_ref_dropout_z(&pb, &pp, b, h, i, j));
+                    for (int64_t c = 0; c < d; c++) oi[c] += fa_ref_mul(pz, vj[c]);
                 }
             }
     free(pr), free(dcap);
     return FLASHATTN_OK;
 }
 
-flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
-                                          const flashattn_tensor *v, const flashattn_params *p,
-                                          const double *qd, const double *kd, const double *vd,
-                                          const double *dod, double *dq, double *dk, double *dv) {
+static flashattn_status bwd_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
+                                const flashattn_tensor *v, const flashattn_params *p, const double *qd,
+                                const double *kd, const double *vd, const double *dod, double *dq,
+                                double *dk, double *dv, double *dbias) {
     fa_problem pb;
     flashattn_params pp;
     double scale;
@@ -101,6 +108,7 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
     }
     memset(dk, 0, nk * sizeof(double));
     memset(dv, 0, nk * sizeof(double));
+    if (dbias) memset(dbias, 0, (size_t)(pb.batch * pb.heads_q * pb.seq_q * pb.seq_k) * sizeof(double));
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
@@ -112,26 +120,51 @@ flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flash
                 double *dqi = dq + row;
                 for (int64_t c = 0; c < d; c++) dqi[c] = 0.0;
                 if (!softmax_row(&pb, &pp, scale, qi, kd, b, h, i, lo, end, pr, dcap)) continue;
+                /* with dropout Z: dP' = dO V^T is the gradient of P Z, so
+                 * dL/dP = Z dP', D = sum P Z dP', dS = P (Z dP' - D) */
                 double D = 0.0;
                 for (int64_t j = lo; j < end; j++) {
                     const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
-                    double acc = 0.0;
-                    for (int64_t c = 0; c < d; c++) acc += doi[c] * vj[c];
-                    dp[j] = acc;
-                    D += pr[j] * acc;
+                    dp[j] = fa_ref_mul(fa_ref_dot(doi, vj, d), fa_ref_dropout_z(&pb, &pp, b, h, i, j));
+                    D += fa_ref_mul(pr[j], dp[j]);
                 }
                 for (int64_t j = lo; j < end; j++) {
                     const size_t krow = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
-                    const double ds = pr[j] * (dp[j] - D) * dcap[j];
+                    const double dlogit = fa_ref_mul(pr[j], dp[j] - D);
+                    const double pz = fa_ref_mul(pr[j], fa_ref_dropout_z(&pb, &pp, b, h, i, j));
+                    if (dbias) dbias[((b * pb.heads_q + h) * pb.seq_q + i) * pb.seq_k + j] = dlogit;
+                    const double ds = fa_ref_mul(dlogit, dcap[j]);
                     for (int64_t c = 0; c < d; c++) {
-                        dqi[c] += scale * ds * kd[krow + c];
-                        dk[krow + c] += scale * ds * qi[c];
-                        dv[krow + c] += pr[j] * doi[c];
+                        dqi[c] += scale * fa_ref_mul(ds, kd[krow + c]);
+                        dk[krow + c] += scale * fa_ref_mul(ds, qi[c]);
+                        dv[krow + c] += fa_ref_mul(pz, doi[c]);
                     }
                 }
             }
     free(pr), free(dp), free(dcap);
     return FLASHATTN_OK;
+}
+
+flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
+                                          const flashattn_tensor *v, const flashattn_params *p,
+                                          const double *qd, const double *kd, const double *vd,
+                                          const double *dod, double *dq, double *dk, double *dv) {
+    return bwd_dbl(q, k, v, p, qd, kd, vd, dod, dq, dk, dv, NULL);
+}
+
+flashattn_status fa_reference_dbias_f64(const flashattn_tensor *q, const flashattn_tensor *k,
+                                        const flashattn_tensor *v, const flashattn_tensor *dout,
+                                        const flashattn_params *p, double *dbias) {
+    const size_t nq = (size_t)(q->batch * q->seqlen * q->heads * q->head_dim);
+    const size_t nk = (size_t)(k->batch * k->seqlen * k->heads * k->head_dim);
+    double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
+    double *dod = fa_tensor_widen(dout), *dq = malloc((nq ? nq : 1) * sizeof(double));
+    double *dk = malloc((nk ? nk : 1) * sizeof(double)), *dv = malloc((nk ? nk : 1) * sizeof(double));
+    flashattn_status s = qd && kd && vd && dod && dq && dk && dv
+                             ? bwd_dbl(q, k, v, p, qd, kd, vd, dod, dq, dk, dv, dbias)
+                             : FLASHATTN_ERR_OUT_OF_MEMORY;
+    free(qd), free(kd), free(vd), free(dod), free(dq), free(dk), free(dv);
+    return s;
 }
 
 flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn_tensor *k,
@@ -179,8 +212,7 @@ flashattn_status fa_reference_dsinks_f64(const flashattn_tensor *q, const flasha
         for (int64_t b = 0; b < pb.batch; b++)
             for (int64_t i = 0; i < pb.seq_q; i++) {
                 const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
-                double D = 0.0;
-                for (int64_t c = 0; c < d; c++) D += dod[row + c] * o[row + c];
+                const double D = fa_ref_dot(dod + row, o + row, d);
                 sum += exp((double)pp.sinks[h] - lse[(b * pb.heads_q + h) * pb.seq_q + i]) * D;
             }
         dsinks[h] = -sum;

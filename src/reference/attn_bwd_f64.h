@@ -44,6 +44,12 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
 /* dL/dsinks [heads_q] with L = sum(o * dout): -sum over the rows of head h
  * of exp(sink_h - LSE_i) D_i, D_i = dO_i . O_i, from this file's forward
  * in double (params.sinks must be set). */
+/* dL/dbias of p's bias, whole: [batch, heads_q, seq_q, seq_k] doubles, the
+ * logit's gradient after the bias (0 where a key is hidden). Dense only. */
+flashattn_status fa_reference_dbias_f64(const flashattn_tensor *q, const flashattn_tensor *k,
+                                        const flashattn_tensor *v, const flashattn_tensor *dout,
+                                        const flashattn_params *p, double *dbias);
+
 flashattn_status fa_reference_dsinks_f64(const flashattn_tensor *q, const flashattn_tensor *k,
                                          const flashattn_tensor *v, const flashattn_tensor *dout,
                                          const flashattn_params *p, double *dsinks);

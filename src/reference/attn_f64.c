@@ -6,7 +6,9 @@
 
 #include "api/validate.h"
 #include "core/dtype.h"
+#include "reference/dropout_ref.h"
 #include "reference/keys_ref.h"
+#include "reference/rule_ref.h"
 #include "reference/score_ref.h"
 
 double fa_tensor_get(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h, int64_t c) {
@@ -58,11 +60,11 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
                 double *orow = o + ((b * pb.seq_q + i) * pb.heads_q + h) * d;
                 const double *qr = qd + fa_widened_at(q, b, i, h, 0);
                 double mx = -INFINITY, sum = 0.0;
+                int nan = 0;
                 for (int64_t j = lo; j < end; j++) {
                     const double *kr = kd + fa_widened_at(k, b, j, hk, 0);
-                    double acc = 0.0;
-                    for (int64_t c = 0; c < d; c++) acc += qr[c] * kr[c];
-                    sc[j] = fa_ref_score(&pb, &p, b, h, i, j, acc * scale, NULL);
+                    sc[j] = fa_ref_score(&pb, &p, b, h, i, j, fa_ref_dot(qr, kr, d) * scale, NULL);
+                    nan |= isnan(sc[j]);
                     if (sc[j] > mx) mx = sc[j];
                 }
                 const double sink = fa_ref_sink(&p, h);
@@ -71,12 +73,14 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
                 for (int64_t c = 0; c < d; c++) orow[c] = 0.0;
                 for (int64_t j = lo; j < end && mx != -INFINITY; j++) { /* -inf: every key hidden */
                     const double pj = exp(sc[j] - mx), *vr = vd + fa_widened_at(v, b, j, hk, 0);
-                    sum += pj;
-                    for (int64_t c = 0; c < d; c++) orow[c] += pj * vr[c];
+                    sum += pj; /* (the statistics are of the undropped P) */
+                    const double pz = fa_ref_mul(pj, fa_ref_dropout_z(&pb, &p, b, h, i, j));
+                    for (int64_t c = 0; c < d; c++) orow[c] += fa_ref_mul(pz, vr[c]);
                 }
-                if (sum > 0.0)
-                    for (int64_t c = 0; c < d; c++) orow[c] /= sum;
-                if (lse) lse[(b * pb.heads_q + h) * pb.seq_q + i] = sum > 0.0 ? mx + log(sum) : -INFINITY;
+                if (nan || isnan(sum)) sum = NAN;
+                if (sum > 0.0 || isnan(sum))
+                    for (int64_t c = 0; c < d; c++) orow[c] = isnan(sum) ? NAN : orow[c] / sum;
+                if (lse) lse[(b * pb.heads_q + h) * pb.seq_q + i] = sum > 0.0 || isnan(sum) ? mx + log(sum) : -INFINITY;
             }
         }
     free(sc), free(qd), free(kd), free(vd);

@@ -36,7 +36,8 @@ static inline double fa_ref_score(const fa_problem *pb, const flashattn_params *
     }
     if (p->bias) {
         const flashattn_dtype dt = p->bias->dtype;
-        s += (double)fa_widen(fa_ref_scores_at(p->bias, (size_t)fa_dtype_bytes(dt), b, h, i, j), dt, 0);
+        const double bv = fa_widen(fa_ref_scores_at(p->bias, (size_t)fa_dtype_bytes(dt), b, h, i, j), dt, 0);
+        s = bv == -INFINITY ? -INFINITY : s + bv; /* -inf hides the key, even a NaN logit */
     }
     if (dcap) *dcap = der;
     if (p->mask && !*fa_ref_scores_at(p->mask, 1, b, h, i, j)) return -INFINITY;

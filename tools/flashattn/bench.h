@@ -80,6 +80,9 @@ int bench_varlen_cmd(int argc, char **argv);
 /* `bench --modifiers`: softcap, ALiBi, bias and boolean masks against the
  * calls they should be measured by; its own options and table. */
 int bench_modifiers_cmd(int argc, char **argv);
+/* `bench --dropout P`: forward and backward with attention dropout against
+ * the same calls without it (bench_dropout.c). */
+int bench_dropout_cmd(int argc, char **argv);
 
 /* Calls compared with each other: timed in turn, one of each per round
  * (after a warm-up round in order; odd rounds in reverse order), so that

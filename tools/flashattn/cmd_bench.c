@@ -339,6 +339,7 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(argv[i], "--decode")) return bench_decode_cmd(argc, argv);
         else if (!strcmp(argv[i], "--varlen")) return bench_varlen_cmd(argc, argv);
         else if (!strcmp(argv[i], "--modifiers")) return bench_modifiers_cmd(argc, argv);
+        else if (!strcmp(argv[i], "--dropout")) return bench_dropout_cmd(argc, argv);
     bench_opts o;
     const bench_mode *mode;
     int rc = parse_args(argc, argv, &o, &mode);

@@ -2,6 +2,8 @@
  * which bf16 inputs then run on. Dispatch hands it out only when
  * fa_cpu_amx() says the CPU has AMX-TILE and AMX-BF16, the OS saves tile
  * state (XCR0) and, on Linux, lets this process use it. */
+#include "kernels/avx2/avx2.h"
+#include "kernels/ref/ref.h"
 #include "kernels/amx/amx.h"
 #include "kernels/avx512/avx512.h"
 
@@ -12,4 +14,5 @@ const fa_kernels fa_kernels_amx = {
     .bf16_dot = 1,
     .gemm_bf16 = fa_gemm_bf16_amx,
     .gemm_bf16_done = fa_gemm_bf16_amx_done,
+    .dropout_row = fa_dropout_row_avx2, /* AVX2 is there; the mask is the same bits */
 };

@@ -25,6 +25,9 @@ void fa_gemm_rows_avx2(int m, int n, int64_t k, const float *a, int64_t lda, con
                        flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
                        int64_t pf);
 
+void fa_dropout_row_avx2(float *x, int64_t n, const uint32_t key[2], uint32_t row, uint64_t offset,
+                         int64_t j0, uint32_t threshold, float scale);
+
 /* Whether the CPU runs this table (cpu_avx2.c, built without AVX2 flags). */
 int fa_cpu_avx2(void);
 

@@ -1,5 +1,6 @@
 /* The AVX-512 kernel table; dispatch hands it out only when
  * fa_cpu_avx512() says the CPU has AVX-512 F/BW/VL/DQ. */
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx512/avx512.h"
 #include "kernels/ref/ref.h"
 
@@ -9,4 +10,5 @@ const fa_kernels fa_kernels_avx512 = {
     FA_AVX512_ENTRIES,
     .gemm_bf16 = fa_gemm_bf16_ref, /* bf16 inputs are widened on this path */
     .gemm_bf16_done = fa_noop_ref,
+    .dropout_row = fa_dropout_row_avx2, /* AVX2 is there; the mask is the same bits */
 };

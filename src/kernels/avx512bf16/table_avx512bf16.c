@@ -1,6 +1,7 @@
 /* The AVX512_BF16 kernel table: the AVX-512 one plus the bf16 dot-product
  * tile, which bf16 inputs then run on. Dispatch hands it out only when
  * fa_cpu_avx512bf16() says the CPU also has AVX512_BF16. */
+#include "kernels/avx2/avx2.h"
 #include "kernels/avx512/avx512.h"
 #include "kernels/avx512bf16/avx512bf16.h"
 #include "kernels/ref/ref.h"
@@ -12,4 +13,5 @@ const fa_kernels fa_kernels_avx512bf16 = {
     .bf16_dot = 1,
     .gemm_bf16 = fa_gemm_bf16_avx512bf16,
     .gemm_bf16_done = fa_noop_ref,
+    .dropout_row = fa_dropout_row_avx2, /* AVX2 is there; the mask is the same bits */
 };

@@ -28,6 +28,21 @@ void fa_gemm_rows_ref(int m, int n, int64_t k, const float *a, int64_t lda, cons
                       int64_t pf);
 void fa_gemm_bf16_ref(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b,
                       int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha);
+/* gemm, gemm_nt, gemm_rows and gemm_bf16 with every term that has a zero
+ * factor left out (gemm_skip_ref.c): the non-finite rerun's products, for
+ * any m and n. */
+void fa_gemm_skip_ref(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float *c, int64_t ldc, int accumulate);
+void fa_gemm_nt_skip_ref(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
+                         flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int64_t pf);
+void fa_gemm_rows_skip_ref(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
+                           flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
+                           int64_t pf);
+void fa_gemm_bf16_skip_ref(int m, int n, int64_t kp, const uint16_t *a, int64_t lda,
+                           const uint32_t *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
+                           float alpha);
+void fa_dropout_row_ref(float *x, int64_t n, const uint32_t key[2], uint32_t row, uint64_t offset,
+                        int64_t j0, uint32_t threshold, float scale);
 /* The entries with nothing to do on a path: store_fence where store_stream
  * is the plain store, gemm_bf16_done where gemm_bf16 keeps no state. */
 void fa_noop_ref(void);

@@ -23,4 +23,5 @@ const fa_kernels fa_kernels_scalar = {
     .transpose = fa_transpose_ref,
     .gemm_bf16 = fa_gemm_bf16_ref, /* the definition; bf16 inputs are widened here */
     .gemm_bf16_done = fa_noop_ref,
+    .dropout_row = fa_dropout_row_ref,
 };
