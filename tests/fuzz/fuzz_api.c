@@ -2,9 +2,10 @@
  * libFuzzer harness over the C API: flashattn_fwd, flashattn_bwd,
  * flashattn_decode and flashattn_merge (through their _ex forms, on a
  * kernel table the input picks), with shapes, layouts, options, score
- * modifiers, packed sequences, caches and workspaces read from the fuzzer's
- * bytes, then up to three hostile edits of the call (a field set to a value
- * that is wrong, huge, negative or merely unusual, a pointer made NULL).
+ * modifiers, dropout, packed sequences, caches and workspaces read from
+ * the fuzzer's bytes, then up to three hostile edits of the call (a field
+ * set to a value that is wrong, huge, negative or merely unusual, a
+ * pointer made NULL).
  * Inputs are finite and small; every buffer holds exactly what its
  * descriptor reaches. The properties (docs/reliability.md lists them in
  * full):
@@ -21,8 +22,8 @@
  *     the unit tests' rules: test_forward's for O and LSE (decode's per
  *     sequence over its cache rows, the appended rows rounded into the
  *     cache and nothing else of it changed), test_backward's for dQ, dK,
- *     dV (fa_bwd_pass_bounds) and test_modifiers' for dsinks, test_merge's
- *     for a merge.
+ *     dV (fa_bwd_pass_bounds), test_modifiers' for dsinks, test_dropout's
+ *     with dropout, test_merge's for a merge.
  * The first byte picks the entry point; every later choice reads on.
  */
 #include <float.h>
@@ -151,7 +152,7 @@ static int tensor_forbidden(const flashattn_tensor *t) {
 }
 
 /* Whether the header forbids these params, fields past struct_size unread
- * (so at their defaults); decode takes neither bias nor mask and at most
+ * (so at their defaults); decode takes no dropout and at most
  * FLASHATTN_MAX_SPLITS splits. */
 static int params_forbidden(const flashattn_params *user, int decode) {
     if (user->struct_size > sizeof *user) return 1;
@@ -161,8 +162,8 @@ static int params_forbidden(const flashattn_params *user, int decode) {
     return !isfinite(p.scale) || (p.causal != 0 && p.causal != 1) || p.window_left < -1 ||
            p.window_right < -1 || (p.align != FLASHATTN_ALIGN_BOTTOM_RIGHT && p.align != FLASHATTN_ALIGN_TOP_LEFT) ||
            p.block_m < 0 || p.block_n < 0 || p.num_threads < 0 || p.reserved_flags != 0 ||
-           !(p.softcap >= 0.0f) || isinf(p.softcap) ||
-           (decode && (p.bias || p.mask || p.num_splits < 0 || p.num_splits > FLASHATTN_MAX_SPLITS));
+           !(p.softcap >= 0.0f) || isinf(p.softcap) || !(p.dropout_p >= 0.0f && p.dropout_p < 1.0f) ||
+           (decode && (p.dropout_p != 0.0f || p.num_splits < 0 || p.num_splits > FLASHATTN_MAX_SPLITS));
 }
 
 /* Whether the library reads params.varlen (it lies within struct_size). */
@@ -186,7 +187,13 @@ static int fwd_shapes_forbidden(const flashattn_tensor *q, const flashattn_tenso
 
 /* One field of the params. */
 static void edit_params(fz *f, flashattn_params *p) {
-    switch (fz_below(&f->in, 12)) {
+    switch (fz_below(&f->in, 13)) {
+    case 12: {
+        static const float v[] = {NAN, -0.1f, 1.0f, 1.5f, 0.25f, 0x1p-32f};
+        p->dropout_p = v[fz_below(&f->in, sizeof v / sizeof v[0])];
+        note(f, " edit:dropout_p=%g", (double)p->dropout_p);
+        break;
+    }
     case 0:
         p->struct_size = (size_t)FZ_PICK(&f->in, 0, 8, (int64_t)offsetof(flashattn_params, num_splits),
                                          (int64_t)offsetof(flashattn_params, varlen), (int64_t)sizeof *p + 8,
@@ -274,6 +281,17 @@ static double beyond_rounding(double x, double ref, flashattn_dtype dt) {
     return e != e ? e : fmax(0.0, e - fz_ulp(dt, ref));
 }
 
+/* Whether a call runs with dropout (a dropout_p within struct_size). */
+static int dropout_on(const flashattn_params *p) {
+    return p && p->struct_size >= offsetof(flashattn_params, dropout_p) + sizeof p->dropout_p &&
+           p->dropout_p != 0.0f;
+}
+
+/* test_dropout's per-element rule: |x - ref| <= tol (1 + |ref|). */
+static double dropout_tol(flashattn_dtype dt) {
+    return dt == FLASHATTN_F32 ? 2e-5 : dt == FLASHATTN_F16 ? 1e-3 : 8e-3;
+}
+
 /* One dense problem's O and LSE against the FP64 reference, by
  * test_forward's rule: f32 out, max error <= max(1e-5, twice plain f32
  * attention's); 16-bit out, <= twice plain f32's rounded to the dtype (past
@@ -300,8 +318,9 @@ static fz_buf contiguous(const flashattn_tensor *t) {
     for (int64_t b = 0; b < t->batch; b++)
         for (int64_t s = 0; s < t->seqlen; s++)
             for (int64_t h = 0; h < t->heads; h++) {
-                const char *from = (const char *)t->data + (size_t)(b * t->stride_batch + s * t->stride_seq + h * t->stride_head) * es;
-                memcpy(x.mem + (size_t)(((b * t->seqlen + s) * t->heads + h) * t->head_dim) * es, from, (size_t)t->head_dim * es);
+                const size_t from = (size_t)(b * t->stride_batch + s * t->stride_seq + h * t->stride_head) * es;
+                const size_t to = (size_t)(((b * t->seqlen + s) * t->heads + h) * t->head_dim) * es;
+                memcpy(x.mem + to, (const char *)t->data + from, (size_t)t->head_dim * es);
             }
     return x;
 }
@@ -322,13 +341,15 @@ static void check_fwd(fz *f, const flashattn_tensor *q_given, const flashattn_te
     double eplain = 0.0, err = 0.0;
     for (size_t i = 0; i < n; i++) eplain = fmax(eplain, fabs(plain[i] - ref[i]));
     const double bound = o->dtype == FLASHATTN_F32 ? fmax(1e-5, 2.0 * eplain) : 2.0 * eplain;
+    const int drop = dropout_on(p); /* (plain f32 attention knows no dropout: test_dropout's rule then) */
     for (int64_t b = 0; b < q->batch; b++)
         for (int64_t i = 0; i < q->seqlen; i++)
             for (int64_t h = 0; h < q->heads; h++)
                 for (int64_t c = 0; c < q->head_dim; c++) {
                     const double r = ref[((b * q->seqlen + i) * q->heads + h) * q->head_dim + c];
                     const double e = beyond_rounding(fa_tensor_get(o, b, i, h, c), r, o->dtype);
-                    if (!(e <= bound))
+                    if (drop ? !(fabs(fa_tensor_get(o, b, i, h, c) - r) <= dropout_tol(o->dtype) * (1.0 + fabs(r)))
+                             : !(e <= bound))
                         fz_fail(f->ctx, "%s: O[%lld,%lld,%lld,%lld] = %.9g, reference %.9g: error %.3g "
                                 "past one rounding > bound %.3g (plain f32 %.3g)", what, (long long)b,
                                 (long long)i, (long long)h, (long long)c, fa_tensor_get(o, b, i, h, c), r,
@@ -556,6 +577,13 @@ static void build_fwd(fz *f, fwd_call *c) {
         sk = fz_chance(&f->in, 8) ? 40 + fz_below(&f->in, 100) : fz_below(&f->in, 20);
         c->nseq = b;
         base_params(f, &c->p, sq, sk);
+        if (fz_chance(&f->in, 4)) {
+            /* (dense only: the mask follows the sequence index, which a packed
+             * sequence's dense reference would not have) */
+            c->p.dropout_p = (float)FZ_PICK(&f->in, 10, 50, 90, 1) / 100.0f;
+            c->p.dropout_seed = fa_rand_u64(&f->rng), c->p.dropout_offset = fz_below(&f->in, 1000);
+            note(f, " dropout=%g", (double)c->p.dropout_p);
+        }
         const int64_t sd[4] = {b, hq, sq, sk};
         make_mods(f, &c->mods, &c->p, b, hq, sd);
     }
@@ -719,6 +747,7 @@ static void check_bwd(fz *f, const fwd_call *c, const fz_buf *g, const flashattn
     flashattn_status s = fa_reference_bwd_f64(q, k, v, dout, p, ref[0], ref[1], ref[2]);
     if (s) fz_fail(f->ctx, "backward: the library accepted a call the reference refuses (%d)", s);
     static const char *name[3] = {"dq", "dk", "dv"};
+    const int drop = dropout_on(p);
     for (int i = 0; i < 3; i++) {
         double terms[3] = {0, 0, 0}, *junk[3];
         const flashattn_tensor *out = &g[DQ + i].t;
@@ -738,19 +767,24 @@ static void check_bwd(fz *f, const fwd_call *c, const fz_buf *g, const flashattn
             for (int64_t r = 0; r < S; r++)
                 for (int64_t h = 0; h < H; h++)
                     for (int64_t e = 0; e < D; e++) {
-                        const double rv = ref[i][((b * S + r) * H + h) * D + e];
-                        const double x = beyond_rounding(fa_tensor_get(out, b, r, h, e), rv, out->dtype);
+                        const double rv = ref[i][((b * S + r) * H + h) * D + e], got = fa_tensor_get(out, b, r, h, e);
+                        const double x = beyond_rounding(got, rv, out->dtype);
+                        /* with dropout (plain f32 knows none), test_dropout's rule for gradients:
+                         * four times its forward tolerance, per element */
+                        if (drop && !(fabs(got - rv) <= 4.0 * dropout_tol(out->dtype) * (1.0 + fabs(rv))))
+                            fz_fail(f->ctx, "backward with dropout: %s[%lld,%lld,%lld,%lld] = %.9g, reference %.9g",
+                                    name[i], (long long)b, (long long)r, (long long)h, (long long)e, got, rv);
                         if (x != x) fz_fail(f->ctx, "backward: %s[%lld,%lld,%lld,%lld] is NaN", name[i],
                                             (long long)b, (long long)r, (long long)h, (long long)e);
                         if (x > emax) {
-                            emax = x, worst_got = fa_tensor_get(out, b, r, h, e), worst_ref = rv;
+                            emax = x, worst_got = got, worst_ref = rv;
                             worst[0] = b, worst[1] = r, worst[2] = h, worst[3] = e;
                         }
                         esq += x * x;
                     }
         const double n = cnt[i] ? (double)cnt[i] : 1.0;
         const fa_bwd_bounds bd = fa_bwd_pass_bounds(out->dtype, perr, sqrt(psq / n), terms[i]);
-        if (!(emax <= bd.max_bound && sqrt(esq / n) <= bd.rms_bound))
+        if (!dropout_on(p) && !(emax <= bd.max_bound && sqrt(esq / n) <= bd.rms_bound))
             fz_fail(f->ctx, "backward: %s max error %.3g (bound %.3g, plain %.3g), rms %.3g (bound %.3g), terms %.3g; "
                     "worst %s[%lld,%lld,%lld,%lld] = %.9g, reference %.9g", name[i], emax, bd.max_bound, perr,
                     sqrt(esq / n), bd.rms_bound, terms[i], name[i], (long long)worst[0], (long long)worst[1],
@@ -838,7 +872,8 @@ static void fuzz_bwd(fz *f) {
     for (int e = 0; e < edits; e++) {
         const unsigned kind = fz_below(&f->in, 8);
         if (kind < 4) {
-            flashattn_tensor *ts[8] = {&c.t[Q].t, &c.t[K].t, &c.t[V].t, &c.t[O].t, &g[DO].t, &g[DQ].t, &g[DK].t, &g[DV].t};
+            flashattn_tensor *ts[8] = {&c.t[Q].t, &c.t[K].t, &c.t[V].t, &c.t[O].t,
+                                       &g[DO].t, &g[DQ].t, &g[DK].t, &g[DV].t};
             edit_tensor(f, ts, names, 8);
         } else if (kind < 6) {
             edit_params(f, &c.p);
@@ -861,7 +896,11 @@ static void fuzz_bwd(fz *f) {
                         !same_dims(ptrs[6], ptrs[1]) || !same_dims(ptrs[7], ptrs[2])))
         f->invalid = 1;
     if (!lse && ptrs[0] && ptrs[0]->batch > 0 && ptrs[0]->seqlen > 0) f->invalid = 1;
-    f->compare = f->compare && !edits && !c.varlen;
+    /* With dropout there is no plain f32 yardstick, and test_dropout's rule
+     * does not allow for a 16-bit O's rounding, which reaches every dS
+     * through D = rowsum(dO O) (a row whose one key gets P = 1 has dS = 0
+     * exactly, but not from a rounded O). */
+    f->compare = f->compare && !edits && !c.varlen && !(dropout_on(p) && c.t[O].t.dtype != FLASHATTN_F32);
     for (int i = 0; i < NFWD; i++) refit(f, &c.t[i], 0);
     for (int i = 0; i < NBWD; i++) refit(f, &g[i], i != DO);
     if (!can_call(f, c.t, NFWD) || !can_call(f, g, NBWD)) goto done;
@@ -881,7 +920,7 @@ static void fuzz_bwd(fz *f) {
         untouched(f, c.mods.dsinks, ds0, sizeof c.mods.dsinks, "dsinks");
     } else if (f->compare && logit_bound(q, k, p) < FLT_MAX / 64) {
         check_bwd(f, &c, g, p);
-        if (p && p->sinks && p->dsinks) check_dsinks(f, &c, g, p);
+        if (p && p->sinks && p->dsinks && !dropout_on(p)) check_dsinks(f, &c, g, p);
     }
     for (int i = 0; i < 3; i++) free(before[i]);
     free(ds0), free(w.mem);
@@ -1055,14 +1094,17 @@ static void edit_cache(fz *f, dec_call *c) {
     case 0:
         /* the first release's struct has no batch_idx, leftpad, rotary: the
          * call then runs without them */
-        kc->struct_size = (size_t)FZ_PICK(&f->in, 0, 8, (int64_t)sizeof *kc + 8, (int64_t)offsetof(flashattn_kv_cache, batch_idx));
+        kc->struct_size = (size_t)FZ_PICK(&f->in, 0, 8, (int64_t)sizeof *kc + 8,
+                                          (int64_t)offsetof(flashattn_kv_cache, batch_idx));
         f->compare = 0;
         note(f, " edit:cache.struct_size=%zu", kc->struct_size);
         break;
     case 1:
         if (!c->nseq) break;
         c->lens64[b] = FZ_PICK(&f->in, -1, INT64_MIN, c->capacity + 1, INT64_MAX, (int64_t)1 << 40);
-        c->lens32[b] = (int32_t)(c->lens64[b] < INT32_MIN ? INT32_MIN : c->lens64[b] > INT32_MAX ? INT32_MAX : c->lens64[b]);
+        c->lens32[b] = (int32_t)(c->lens64[b] < INT32_MIN   ? INT32_MIN
+                                 : c->lens64[b] > INT32_MAX ? INT32_MAX
+                                                            : c->lens64[b]);
         note(f, " edit:seqlens[%lld]=%lld", (long long)b, (long long)dec_len(c, b));
         break;
     case 2:
@@ -1119,7 +1161,8 @@ static void edit_cache(fz *f, dec_call *c) {
         note(f, " edit:rotary interleaved=%d sin=%s", kc->rotary_interleaved, kc->rotary_sin ? "set" : "NULL");
         break;
     default:
-        c->p.bias = &c->mods.bias.s; /* decode takes neither bias nor mask */
+        c->p.bias = &c->mods.bias.s; /* (zeroed: its sizes fit no problem with rows) */
+        f->compare = 0;
         note(f, " edit:bias given");
         break;
     }
@@ -1178,7 +1221,8 @@ static unsigned char *expected_cache(const dec_call *c, const fz_buf *cache, con
                         const float v32 = (float)v;
                         memcpy(dst, &v32, 4);
                     } else {
-                        const uint16_t v16 = t->dtype == FLASHATTN_F16 ? fa_f32_to_f16((float)v) : fa_f32_to_bf16((float)v);
+                        const uint16_t v16 =
+                            t->dtype == FLASHATTN_F16 ? fa_f32_to_f16((float)v) : fa_f32_to_bf16((float)v);
                         memcpy(dst, &v16, 2);
                     }
                     if (c->rotary) memset(*mask + (size_t)(at + x) * es, 0, es);
@@ -1237,7 +1281,8 @@ static void check_dec(fz *f, const dec_call *c, const unsigned char *kexp, const
         flashattn_tensor o = c->o.t;
         o.data = (char *)o.data + (size_t)(qb * o.stride_batch + r0 * o.stride_seq) * fz_esize(o.dtype);
         o.batch = 1, o.seqlen = rows;
-        if (c->p.alibi_slopes) pd.alibi_slopes = c->p.alibi_slopes + b * c->p.alibi_batch_stride, pd.alibi_batch_stride = 0;
+        if (c->p.alibi_slopes)
+            pd.alibi_slopes = c->p.alibi_slopes + b * c->p.alibi_batch_stride, pd.alibi_batch_stride = 0;
         const float *lse = !c->lse ? NULL : c->varlen ? c->lse + r0 : c->lse + b * c->hq * rows;
         char what[48];
         snprintf(what, sizeof what, "decode sequence %lld", (long long)b);
@@ -1307,7 +1352,8 @@ static void fuzz_dec(fz *f) {
         const flashattn_kv_cache *cp = cache_null ? NULL : &c.cache;
         const flashattn_tensor *kn = new_null == 1 ? NULL : &c.kn.t, *vn = new_null ? NULL : &c.vn.t;
         size_t need = 0;
-        const flashattn_status ss = fa_decode_workspace_size_ex(ptrs[0], cp, kn, vn, ptrs[1], c.lse, &c.p, f->kern, &need);
+        const flashattn_status ss =
+            fa_decode_workspace_size_ex(ptrs[0], cp, kn, vn, ptrs[1], c.lse, &c.p, f->kern, &need);
         fz_ws w;
         make_ws(f, &w, ss, need);
         unsigned char *o0 = fz_copy(c.o.mem, c.o.bytes), *l0 = fz_copy(c.lse, c.lse_n * sizeof(float));
@@ -1399,7 +1445,8 @@ static void fuzz_merge(fz *f) {
                     for (int64_t i = 0; i < n && m > -INFINITY; i++)
                         if (lp[i][r] > -INFINITY) {
                             const double v = fa_tensor_get(&part[i].t, b, s, h, x);
-                            acc += exp(lp[i][r] - m) / sum * v; /* (not exp(lse - LSE): at 1e30 LSE has lost log(sum)) */
+                            /* (not exp(lse - LSE): at 1e30 LSE has lost log(sum)) */
+                            acc += exp(lp[i][r] - m) / sum * v;
                             pmax = fmax(pmax, fabs(v));
                         }
                     ref[((b * S + s) * H + h) * D + x] = acc;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,7 +29,13 @@ static int run_file(const char *path) {
     unsigned char *exact = malloc(n ? n : 1);
     memcpy(exact, buf, n);
     free(buf);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     LLVMFuzzerTestOneInput(exact, n);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* REPLAY_TIMES=1: each input's seconds, to keep the corpus quick to replay */
+    if (getenv("REPLAY_TIMES"))
+        fprintf(stderr, "%.4f %s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), path);
     free(exact);
     return 0;
 }
