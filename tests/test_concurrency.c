@@ -155,7 +155,8 @@ int main(void) {
         TT_CHECK(same(&r->o2, &alone.o2), "thread %d: forward (own workspace, window) differs", t);
         TT_CHECK(same(&r->dq, &alone.dq) && same(&r->dk, &alone.dk) && same(&r->dv, &alone.dv),
                  "thread %d: backward differs", t);
-        TT_CHECK(same(&r->dec, &alone.dec) && !memcmp(r->dlse, alone.dlse, sizeof r->dlse), "thread %d: decode differs", t);
+        TT_CHECK(same(&r->dec, &alone.dec) && !memcmp(r->dlse, alone.dlse, sizeof r->dlse),
+                 "thread %d: decode differs", t);
         TT_CHECK(same(&r->app, &alone.app) && same(&r->kc, &alone.kc) && same(&r->vc, &alone.vc),
                  "thread %d: appending decode differs", t);
         TT_CHECK(same(&r->merged, &alone.merged) && !memcmp(r->mlse, alone.mlse, sizeof r->mlse),
