@@ -178,9 +178,11 @@ typedef struct flashattn_params {
  * the query head, i and j the query and key within the sequence: the same
  * for any thread count, tile size or kernel path, and in the backward,
  * which recomputes it (nothing is stored). It is Philox4x32-10: element j
- * is kept when word j % 4 of philox(counter = {j / 4, i, offset low,
- * offset high}, key = {seed low, seed high ^ (b * heads_q + h) *
- * 0x9E3779B9}) is at least round(dropout_p * 2^32). Sizes: i < 2^32,
+ * is kept when the 16-bit half j % 2 (0: the low half) of word (j / 2) % 4
+ * of philox(counter = {j / 8, i, offset low, offset high}, key = {seed low,
+ * seed high ^ (b * heads_q + h) * 0x9E3779B9}) is at least
+ * min(round(dropout_p * 2^16), 2^16 - 1): the keep rate is 1 - dropout_p
+ * to within 2^-17 (FlashAttention-2 draws 8 bits). Sizes: i < 2^32,
  * j < 2^34, batch * heads_q <= 2^32 (FLASHATTN_ERR_UNSUPPORTED past them).
  * flashattn_decode takes none (FLASHATTN_ERR_BAD_PARAM). flashattn_dropout_mask
  * gives the mask back.
@@ -282,8 +284,8 @@ FLASHATTN_API struct flashattn_params_0_2 flashattn_params_default(void);
 
 /* keep[t] = 1 if dropout keeps element (b, h, i, j0 + t) of a problem of
  * heads_q query heads under p's dropout_p, seed and offset, else 0, for
- * t < n (see "Dropout"); j0 a multiple of 4. For tests and for returning
- * the mask (FlashAttention-2's return_attn_probs). */
+ * t < n (see "Dropout"). For tests and for returning the mask
+ * (FlashAttention-2's return_attn_probs). */
 FLASHATTN_API flashattn_status flashattn_dropout_mask(const flashattn_params *p, int64_t heads_q,
                                                       int64_t b, int64_t h, int64_t i, int64_t j0,
                                                       int64_t n, uint8_t *keep);

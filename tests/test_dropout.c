@@ -218,8 +218,13 @@ static void errors(void) {
     tt_fill_sentinel(o.mem, o.bytes);
     const flashattn_status s = flashattn_decode(&q.t, &cache, NULL, NULL, &o.t, NULL, &p, NULL, 0);
     TT_CHECK(s == FLASHATTN_ERR_BAD_PARAM && tt_untouched(o.mem, o.bytes), "decode with dropout: status %d", s);
-    uint8_t keep[8];
-    TT_CHECK(flashattn_dropout_mask(&p, 2, 0, 0, 0, 2, 8, keep) == FLASHATTN_ERR_BAD_PARAM, "mask at j0 = 2");
+    /* any start column: the mask is a function of the column alone */
+    uint8_t keep[8], all[40];
+    TT_CHECK(flashattn_dropout_mask(&p, 2, 1, 1, 3, 0, 40, all) == FLASHATTN_OK, "mask at j0 = 0");
+    for (int j0 = 1; j0 < 32; j0 += 3) {
+        TT_CHECK(flashattn_dropout_mask(&p, 2, 1, 1, 3, j0, 8, keep) == FLASHATTN_OK && !memcmp(keep, all + j0, 8),
+                 "mask at j0 = %d differs from the row's", j0);
+    }
     TT_CHECK(flashattn_dropout_mask(&p, 2, 0, 2, 0, 0, 8, keep) == FLASHATTN_ERR_BAD_PARAM, "mask at h = heads_q");
     tt_free(&q), tt_free(&o);
 }

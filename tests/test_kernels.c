@@ -557,15 +557,13 @@ static void test_transpose_page_end(const fa_kernels *kn) {
     munmap(map, 2 * page);
 }
 
-/* Every table this build compiled: named by the list (kernels/isa_list.h),
- * no NULL entry (callers never test for one), and a bf16 route only on an
- * instruction of its own. Checked whether or not this CPU runs the table. */
 /* dropout_row against the portable kernel, bit for bit: any start column
  * (whole Philox groups or not), lengths around the 32-column step, every
- * threshold from none dropped to nearly all, values of both signs and NaN. */
+ * threshold from none dropped to nearly all, values of both signs and NaN;
+ * dropout_cols likewise. */
 static void test_dropout_row(const fa_kernels *kn, uint64_t *rng) {
     float x[300], y[300];
-    static const uint32_t thresholds[] = {0u, 1u, 429496730u, 2147483648u, 4294967295u};
+    static const uint32_t thresholds[] = {0u, 1u, 6554u, 32768u, 65535u};
     for (int c = 0; c < 60; c++) {
         const int64_t j0 = (int64_t)(tt_rand_u64(rng) % 200), n = c < 40 ? c : (int64_t)(tt_rand_u64(rng) % 300);
         const uint32_t key[2] = {(uint32_t)tt_rand_u64(rng), (uint32_t)tt_rand_u64(rng)};
@@ -577,9 +575,34 @@ static void test_dropout_row(const fa_kernels *kn, uint64_t *rng) {
         fa_dropout_row_ref(y, n, key, row, offset, j0, thr, 1.25f);
         TT_CHECK(!memcmp(x, y, (size_t)n * sizeof(float)), "%s dropout_row j0=%lld n=%lld threshold %u differs",
                  kn->isa, (long long)j0, (long long)n, thr);
+    }    /* dropout_cols: the table's against the portable, and the portable
+     * against dropout_row on a row of ones (the same mask transposed),
+     * blocks of every shape around the 8 x 8 step */
+    static float z[70 * 40], zr[70 * 40], ones[70];
+    for (int c = 0; c < 40; c++) {
+        const int64_t n = c < 20 ? c : (int64_t)(tt_rand_u64(rng) % 70), m = (int64_t)(tt_rand_u64(rng) % 21);
+        const int64_t ld = m + (int64_t)(tt_rand_u64(rng) % 4), j0 = (int64_t)(tt_rand_u64(rng) % 100);
+        const uint32_t key[2] = {(uint32_t)tt_rand_u64(rng), (uint32_t)tt_rand_u64(rng)};
+        const uint32_t row0 = (uint32_t)tt_rand_u64(rng), thr = thresholds[c % 5];
+        const uint64_t offset = tt_rand_u64(rng);
+        for (int i = 0; i < 70 * 40; i++) z[i] = zr[i] = -7.0f;
+        kn->dropout_cols(z, ld, n, m, key, row0, offset, j0, thr, 1.25f);
+        fa_dropout_cols_ref(zr, ld, n, m, key, row0, offset, j0, thr, 1.25f);
+        TT_CHECK(!memcmp(z, zr, sizeof z), "%s dropout_cols j0=%lld n=%lld m=%lld threshold %u differs", kn->isa,
+                 (long long)j0, (long long)n, (long long)m, thr);
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t t = 0; t < n; t++) ones[t] = 1.0f;
+            fa_dropout_row_ref(ones, n, key, row0 + (uint32_t)i, offset, j0, thr, 1.25f);
+            for (int64_t t = 0; t < n; t++)
+                TT_CHECK(ones[t] == zr[t * ld + i], "dropout_cols row %lld key %lld is not dropout_row's", (long long)i,
+                         (long long)t);
+        }
     }
 }
 
+/* Every table this build compiled: named by the list (kernels/isa_list.h),
+ * no NULL entry (callers never test for one), and a bf16 route only on an
+ * instruction of its own. Checked whether or not this CPU runs the table. */
 static void test_tables(void) {
     const char *listed[16];
     const int nl = fa_listed_isas(listed, 16);

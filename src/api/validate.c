@@ -267,8 +267,8 @@ static flashattn_status check_dropout(const flashattn_params *p, fa_problem *pb)
         return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
                        "dropout: at most 2^32 queries and 2^34 keys a sequence and 2^32 (sequence, "
                        "head) pairs");
-    const double t = nearbyint((double)p->dropout_p * 4294967296.0);
-    pb->dropout.threshold = t >= 4294967295.0 ? 4294967295u : t < 1.0 ? 1u : (uint32_t)t;
+    const double t = nearbyint((double)p->dropout_p * 65536.0);
+    pb->dropout.threshold = t >= 65535.0 ? 65535u : (uint32_t)t;
     pb->dropout.scale = (float)(1.0 / (1.0 - (double)p->dropout_p));
     pb->dropout.seed = p->dropout_seed;
     pb->dropout.offset = p->dropout_offset;
@@ -283,22 +283,25 @@ flashattn_status flashattn_dropout_mask(const flashattn_params *user, int64_t he
     if ((s = fa_read_params(user, &p))) return s;
     if (!keep && n > 0) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "keep is NULL");
     if (heads_q < 1 || b < 0 || h < 0 || h >= heads_q || i < 0 || i >= ((int64_t)1 << 32) || j0 < 0 ||
-        j0 % 4 || n < 0 || n > ((int64_t)1 << 34) - j0 || b > (((int64_t)1 << 32) - 1 - h) / heads_q)
+        n < 0 || n > ((int64_t)1 << 34) - j0 || b > (((int64_t)1 << 32) - 1 - h) / heads_q)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM,
                        "flashattn_dropout_mask: heads_q >= 1, 0 <= h < heads_q, b * heads_q + h < 2^32, "
-                       "0 <= i < 2^32, j0 >= 0 a multiple of 4, j0 + n <= 2^34");
+                       "0 <= i < 2^32, j0 >= 0, j0 + n <= 2^34");
     fa_problem pb;
     memset(&pb, 0, sizeof pb);
     pb.batch = b + 1, pb.heads_q = heads_q, pb.seq_q = i + 1, pb.seq_k = j0 + n;
     if ((s = check_dropout(&p, &pb))) return s;
     uint32_t key[2];
     fa_dropout_key(&pb.dropout, b * heads_q + h, key);
-    for (int64_t t = 0; t < n; t += 4) {
-        const uint32_t ctr[4] = {(uint32_t)((j0 + t) >> 2), (uint32_t)i, (uint32_t)pb.dropout.offset,
-                                 (uint32_t)(pb.dropout.offset >> 32)};
-        uint32_t r[4];
-        fa_philox4x32_10(ctr, key, r);
-        for (int w = 0; w < 4 && t + w < n; w++) keep[t + w] = p.dropout_p == 0.0f || r[w] >= pb.dropout.threshold;
+    uint32_t r[4] = {0, 0, 0, 0};
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t j = j0 + t;
+        if (t == 0 || !(j & 7)) {
+            const uint32_t ctr[4] = {(uint32_t)(j >> 3), (uint32_t)i, (uint32_t)pb.dropout.offset,
+                                     (uint32_t)(pb.dropout.offset >> 32)};
+            fa_philox4x32_10(ctr, key, r);
+        }
+        keep[t] = p.dropout_p == 0.0f || fa_dropout_bits(r, j) >= pb.dropout.threshold;
     }
     return FLASHATTN_OK;
 }

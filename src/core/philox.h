@@ -29,15 +29,25 @@ static inline void fa_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2]
 }
 
 /* One call's dropout stream: element (b, h, i, j) of a problem with
- * heads_q query heads is kept when word j % 4 of
- *   philox(counter = {j / 4, i, lo(offset), hi(offset)},
+ * heads_q query heads is kept when half j % 2 (low first) of word
+ * (j / 2) % 4 of
+ *   philox(counter = {j / 8, i, lo(offset), hi(offset)},
  *          key = {lo(seed), hi(seed) ^ (b * heads_q + h) * W0})
- * is at least threshold (the header's rule). */
+ * is at least threshold (the header's rule). Sixteen bits an element: one
+ * Philox call draws eight, and a rate of 2^-16 resolution is far finer
+ * than a keep rate can be measured to. */
 typedef struct fa_dropout {
     uint64_t seed, offset;
-    uint32_t threshold; /* round(p * 2^32); 0: no dropout */
-    float scale;        /* 1 / (1 - p) */
+    uint32_t threshold; /* round(p * 2^16), at most 2^16 - 1 */
+    float scale;        /* 1 / (1 - p); 0: no dropout */
 } fa_dropout;
+
+static inline int fa_dropout_on(const fa_dropout *d) { return d->scale != 0.0f; }
+
+/* The 16 bits of column j in the output r of its group's call. */
+static inline uint32_t fa_dropout_bits(const uint32_t r[4], int64_t j) {
+    return (r[(j >> 1) & 3] >> ((j & 1) * 16)) & 0xFFFFu;
+}
 
 /* The key of (sequence b, head h) and the counter words of row i. */
 static inline void fa_dropout_key(const fa_dropout *d, int64_t bh, uint32_t key[2]) {

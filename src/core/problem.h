@@ -56,7 +56,7 @@ typedef struct fa_problem {
     int64_t alibi_stride;
     const float *sinks;
     const flashattn_scores *bias, *mask; /* validated; NULL: off */
-    fa_dropout dropout;                  /* threshold 0: off */
+    fa_dropout dropout;                  /* scale 0: off */
 } fa_problem;
 
 /* One sequence: its lengths, where its rows lie, which keys each query sees. */

@@ -85,9 +85,9 @@ static void add_dbias(const fa_bwd_problem *pb, const fa_seq *seq, const q_tile 
 /* Dropout on a tile whose S^T holds P^T and dP^T holds dP'^T - D (dP' =
  * dO V^T, the gradient of P Z): with Z the mask over 1 - p,
  *   dS = P (Z dP' - D)   and   P^T becomes (P Z)^T for dV,
- * D = rowsum(dO * O) being dO . (P Z) V already. Z of query i comes from
- * dropout_row over this item's keys, as the forward drew it, written down
- * the tile's column i; the update then runs along the rows. */
+ * D = rowsum(dO * O) being dO . (P Z) V already. Z^T comes from
+ * dropout_cols, the forward's mask transposed; the update then runs along
+ * the tile's rows. */
 static void dropout_tile(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                          const fa_seq *seq, const kv_item *t, const q_tile *q, int64_t m) {
     const fa_problem *f = &pb->f;
@@ -100,14 +100,10 @@ static void dropout_tile(const fa_bwd_problem *pb, const fa_bwd_plan *plan, cons
             dd[c] = q->dot[(q->i0 + c) / nr * da * nr + d * nr + (q->i0 + c) % nr];
     uint32_t key[2];
     fa_dropout_key(&f->dropout, seq->idx * f->heads_q + q->h, key);
-    float z[FA_MAX_BLOCK];
-    for (int64_t c = 0; c < m16; c++) {
-        for (int r = 0; r < keys; r++) z[r] = c < m ? 1.0f : 0.0f;
-        if (c < m)
-            kern->dropout_row(z, keys, key, (uint32_t)(q->i0 + c), f->dropout.offset, t->j0,
-                              f->dropout.threshold, f->dropout.scale);
-        for (int r = 0; r < keys; r++) t->drop[r * lt + c] = z[r];
-    }
+    kern->dropout_cols(t->drop, lt, keys, m, key, (uint32_t)q->i0, f->dropout.offset, t->j0, f->dropout.threshold,
+                       f->dropout.scale);
+    for (int r = 0; r < keys; r++)
+        for (int64_t c = m; c < m16; c++) t->drop[r * lt + c] = 0.0f;
     for (int r = 0; r < keys; r++) {
         float *p = t->st + r * lt, *ds = t->dpt + r * lt;
         const float *zr = t->drop + r * lt;
@@ -199,11 +195,11 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     fa_score_tile_t(kern, &sc, st, lt, keys, i0, m, t->j0, full, tile, t->cols, t->dcap);
     /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
     for (int r = 0; r < keys; r++) kern->exp2_sum(st + r * lt, m16, 0.0f);
-    if (f->dropout.threshold) dropout_tile(pb, plan, kern, seq, t, q, m);
+    if (fa_dropout_on(&f->dropout)) dropout_tile(pb, plan, kern, seq, t, q, m);
     for (int r = 0; r < keys; r++) {
         float *p = st + r * lt, *ds = dpt + r * lt;
         /* (careful: the rule for non-finite inputs, 0 times anything is 0) */
-        if (f->dropout.threshold) {
+        if (fa_dropout_on(&f->dropout)) {
         } else if (kern->careful) {
             for (int64_t c = 0; c < m16; c++) ds[c] = fa_careful_mul(ds[c], p[c]);
         } else {

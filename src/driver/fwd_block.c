@@ -147,7 +147,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
             fa_softmax_row_exp(kern, t->s + r * bn, ncols, bmax[r - r0], &t->mx[r], &t->ls[r],
                                t->acc + r * dp, dp, t->first[s]);
             /* dropout after the statistics: l and m are of the undropped P */
-            if (t->pb->dropout.threshold)
+            if (fa_dropout_on(&t->pb->dropout))
                 kern->dropout_row(t->s + r * bn, ncols, t->drop_key, (uint32_t)(t->i0 + r),
                                   t->pb->dropout.offset, j0, t->pb->dropout.threshold, t->pb->dropout.scale);
             if (dot) {

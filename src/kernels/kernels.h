@@ -210,6 +210,12 @@ typedef struct fa_kernels {
      * bits (one rounding of x * scale), whatever n, j0 or SIMD width. */
     void (*dropout_row)(float *x, int64_t n, const uint32_t key[2], uint32_t row, uint64_t offset,
                         int64_t j0, uint32_t threshold, float scale);
+    /* The dropout factors of a block, transposed, as the backward's S^T
+     * tiles hold them: z[r * ld + c] = keep(row0 + c, j0 + r) ? scale : 0
+     * for r < n keys and c < m rows (any j0 >= 0, rows below 2^32); the
+     * same keep as dropout_row, the same bits from every table. */
+    void (*dropout_cols)(float *z, int64_t ld, int64_t n, int64_t m, const uint32_t key[2], uint32_t row0,
+                         uint64_t offset, int64_t j0, uint32_t threshold, float scale);
     /* 1 only in the non-finite rerun's table (driver/careful.h): its
      * products leave out terms with a zero factor, and the drivers' own
      * elementwise products (dS = P * dP, D = rowsum(dO * O)) must do the

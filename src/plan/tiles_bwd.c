@@ -160,7 +160,7 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     fa_layout_array(t, FA_BWD_THREAD_DPT, "dp^t", 1, bn * lt * f);
     fa_layout_array(t, FA_BWD_THREAD_DQT, "dq^t", 1, d * bm_ * f);
     fa_layout_array(t, FA_BWD_THREAD_ROW, "rows", 1, row_f * f);
-    const int cap = pb->softcap2 != 0.0f, drop = pb->dropout.threshold != 0;
+    const int cap = pb->softcap2 != 0.0f, drop = fa_dropout_on(&pb->dropout);
     fa_layout_array(t, FA_BWD_THREAD_COLS, "lse and d", 1,
                     plan->bf16_dot || cap || drop ? 2 * fa_round_up(bm_, 16) * f : 0);
     fa_layout_array(t, FA_BWD_THREAD_DCAP, "softcap's 1 - tanh^2", 1, cap ? bn * lt * f : 0);

@@ -12,10 +12,10 @@ static inline double fa_ref_dropout_z(const fa_problem *pb, const flashattn_para
     if (p->dropout_p == 0.0f) return 1.0;
     uint32_t key[2], r[4];
     fa_dropout_key(&pb->dropout, b * pb->heads_q + h, key);
-    const uint32_t ctr[4] = {(uint32_t)(j >> 2), (uint32_t)i, (uint32_t)p->dropout_offset,
+    const uint32_t ctr[4] = {(uint32_t)(j >> 3), (uint32_t)i, (uint32_t)p->dropout_offset,
                              (uint32_t)(p->dropout_offset >> 32)};
     fa_philox4x32_10(ctr, key, r);
-    return r[j & 3] >= pb->dropout.threshold ? 1.0 / (1.0 - (double)p->dropout_p) : 0.0;
+    return fa_dropout_bits(r, j) >= pb->dropout.threshold ? 1.0 / (1.0 - (double)p->dropout_p) : 0.0;
 }
 
 #endif

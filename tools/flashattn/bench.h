@@ -102,6 +102,11 @@ void bench_time_together(bench_call *calls, int n, int reps);
 /* The same, also giving each call's fastest and slowest round (the
  * spread): min_ms[i], max_ms[i], -1 for a call that failed. */
 void bench_time_spread(bench_call *calls, int n, int reps, double *min_ms, double *max_ms);
+/* The median over the last bench_time_spread's rounds of call a's time
+ * over call b's in the same round: on a machine whose speed drifts from
+ * minute to minute this holds where the ratio of the medians does not
+ * (calls a round apart meet the same load); -1 if either failed. */
+double bench_round_ratio(int a, int b);
 
 /* The peak loop as one more call of a row's rounds, so that % of peak
  * compares the row's median time with the loop's median rate at the same

@@ -1,7 +1,8 @@
 /*
  * `flashattn bench --dropout P`: what attention dropout costs, forward and
  * backward, each against the same call without it, timed together in one
- * process (bench_time_spread: one of each per round, alternating), with
+ * process (bench_time_spread: one of each per round, alternating; the
+ * ratio is the median of the rounds' ratios, bench_round_ratio), with
  * the targets of the issue that added it: 1.15x the forward, 1.1x the
  * backward (seq 4096, head_dim 128 by default). A benchmark reports them;
  * it never fails on a missed one (exit 0).
@@ -116,7 +117,7 @@ int bench_dropout_cmd(int argc, char **argv) {
             char ratio[48] = "";
             if (bc[x].ms < 0) status = 1;
             if (target[x] > 0 && bc[x].ms > 0 && bc[x - 1].ms > 0) {
-                const double r = bc[x].ms / bc[x - 1].ms;
+                const double r = bench_round_ratio(x, x - 1);
                 snprintf(ratio, sizeof ratio, "%.2fx of %s (<= %.2fx %s)", r, d_name[x - 1], target[x],
                          r <= target[x] ? "PASS" : "MISS");
             }

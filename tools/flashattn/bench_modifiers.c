@@ -1,7 +1,8 @@
 /*
  * `flashattn bench --modifiers`: what the score modifiers cost, each
  * against the call it should be measured by, timed together in one
- * process (bench_time_spread: one of each per round, alternating):
+ * process (bench_time_spread: one of each per round, alternating; a ratio
+ * is the median of the rounds' ratios):
  *   causal given as a boolean mask     / built-in causal     (target 1.15x)
  *   a document mask of --docs blocks   / one call per document (1.2x)
  *   softcap 30, ALiBi, an f32 bias [1, 1, S, S] / plain attention (1.15x,
@@ -157,7 +158,7 @@ int bench_modifiers_cmd(int argc, char **argv) {
             char ratio[48] = "";
             if (bc[x].ms < 0) status = 1;
             if (base[x] >= 0 && bc[x].ms > 0 && bc[base[x]].ms > 0) {
-                const double r = bc[x].ms / bc[base[x]].ms;
+                const double r = bench_round_ratio(x, base[x]);
                 snprintf(ratio, sizeof ratio, "%.2fx of %s (<= %.2fx %s)", r,
                          base[x] == V_PLAIN ? "plain" : base[x] == V_CAUSAL ? "causal" : "calls",
                          target[x], r <= target[x] ? "PASS" : "MISS");

@@ -164,6 +164,10 @@ void bench_time_together(bench_call *calls, int n, int reps) {
     bench_time_spread(calls, n, reps, NULL, NULL);
 }
 
+/* the last bench_time_spread's rounds, in the order they ran */
+static double round_ms[BENCH_MAX_CALLS][1000];
+static int round_count;
+
 void bench_time_spread(bench_call *calls, int n, int reps, double *min_ms, double *max_ms) {
     static double t[BENCH_MAX_CALLS][1000];
     int failed[BENCH_MAX_CALLS] = {0};
@@ -187,11 +191,24 @@ void bench_time_spread(bench_call *calls, int n, int reps, double *min_ms, doubl
             if (r >= 0) t[i][r] = 1e3 * (fa_cli_seconds() - t0);
             else calls[i].ms = 1e3 * (fa_cli_seconds() - t0);
         }
+    round_count = reps > 0 ? reps : 0;
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < round_count; r++) round_ms[i][r] = failed[i] ? -1.0 : t[i][r];
     for (int i = 0; i < n; i++) {
         calls[i].ms = failed[i] ? -1.0 : fa_cli_median(t[i], reps); /* sorts t[i] */
         if (min_ms) min_ms[i] = failed[i] ? -1.0 : t[i][0];
         if (max_ms) max_ms[i] = failed[i] ? -1.0 : t[i][reps - 1];
     }
+}
+
+double bench_round_ratio(int a, int b) {
+    static double q[1000];
+    if (a < 0 || b < 0 || a >= BENCH_MAX_CALLS || b >= BENCH_MAX_CALLS || round_count < 1) return -1.0;
+    for (int r = 0; r < round_count; r++) {
+        if (round_ms[a][r] <= 0.0 || round_ms[b][r] <= 0.0) return -1.0;
+        q[r] = round_ms[a][r] / round_ms[b][r];
+    }
+    return fa_cli_median(q, round_count);
 }
 
 /* Extra peak measurements when the threads did not scale. */

@@ -27,6 +27,8 @@ void fa_gemm_rows_avx2(int m, int n, int64_t k, const float *a, int64_t lda, con
 
 void fa_dropout_row_avx2(float *x, int64_t n, const uint32_t key[2], uint32_t row, uint64_t offset,
                          int64_t j0, uint32_t threshold, float scale);
+void fa_dropout_cols_avx2(float *z, int64_t ld, int64_t n, int64_t m, const uint32_t key[2], uint32_t row0,
+                          uint64_t offset, int64_t j0, uint32_t threshold, float scale);
 
 /* Whether the CPU runs this table (cpu_avx2.c, built without AVX2 flags). */
 int fa_cpu_avx2(void);

@@ -22,4 +22,5 @@ const fa_kernels fa_kernels_avx2 = {
     .gemm_bf16 = fa_gemm_bf16_ref, /* no bf16 instruction: bf16 inputs are widened */
     .gemm_bf16_done = fa_noop_ref,
     .dropout_row = fa_dropout_row_avx2,
+    .dropout_cols = fa_dropout_cols_avx2,
 };

@@ -43,6 +43,8 @@ void fa_gemm_bf16_skip_ref(int m, int n, int64_t kp, const uint16_t *a, int64_t 
                            float alpha);
 void fa_dropout_row_ref(float *x, int64_t n, const uint32_t key[2], uint32_t row, uint64_t offset,
                         int64_t j0, uint32_t threshold, float scale);
+void fa_dropout_cols_ref(float *z, int64_t ld, int64_t n, int64_t m, const uint32_t key[2], uint32_t row0,
+                          uint64_t offset, int64_t j0, uint32_t threshold, float scale);
 /* The entries with nothing to do on a path: store_fence where store_stream
  * is the plain store, gemm_bf16_done where gemm_bf16 keeps no state. */
 void fa_noop_ref(void);

@@ -24,4 +24,5 @@ const fa_kernels fa_kernels_scalar = {
     .gemm_bf16 = fa_gemm_bf16_ref, /* the definition; bf16 inputs are widened here */
     .gemm_bf16_done = fa_noop_ref,
     .dropout_row = fa_dropout_row_ref,
+    .dropout_cols = fa_dropout_cols_ref,
 };
