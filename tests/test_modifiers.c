@@ -19,6 +19,7 @@
 #include "api/decode.h"
 #include "api/forward.h"
 #include "core/dtype.h"
+#include "driver/score.h"
 #include "reference/attn_bwd_f64.h"
 #include "reference/attn_bwd_std_f32.h"
 #include "reference/attn_f64.h"
@@ -40,6 +41,7 @@ typedef struct {
     int tiles;  /* 1: block_m 32, block_n 64 (else automatic) */
     int bias;   /* 0 off, 1 [b, h, sq, sk] of the case's dtype, 2 [1, 1, sq, sk] f32, 3 [b, 1, 1, sk] bf16 */
     int mask;   /* 0 off, 1 random with hidden rows and tiles, 2 key padding [b, 1, 1, sk], 3 documents [1, 1, sq, sk] */
+    float scale; /* 0: the default */
 } mcase;
 
 typedef struct {
@@ -96,10 +98,10 @@ static void score_arrays(const mcase *c, mods *m, uint64_t *rng) {
 static void describe(const mcase *c, char *buf, size_t n) {
     snprintf(buf, n,
              "b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d align=%d win=(%lld,%lld) %s "
-             "softcap=%g alibi=%d sinks=%d tiles=%d bias=%d mask=%d",
+             "softcap=%g alibi=%d sinks=%d tiles=%d bias=%d mask=%d scale=%g",
              (long long)c->b, (long long)c->sq, (long long)c->sk, (long long)c->hq, (long long)c->hkv,
              (long long)c->d, c->causal, c->align, (long long)c->wl, (long long)c->wr, dtn(c->dt),
-             (double)c->softcap, c->alibi, c->sinks, c->tiles, c->bias, c->mask);
+             (double)c->softcap, c->alibi, c->sinks, c->tiles, c->bias, c->mask, (double)c->scale);
 }
 
 static flashattn_params params_of(const mcase *c, mods *m, uint64_t *rng) {
@@ -107,6 +109,7 @@ static flashattn_params params_of(const mcase *c, mods *m, uint64_t *rng) {
     p.causal = c->causal, p.align = c->align;
     p.window_left = c->wl, p.window_right = c->wr;
     p.softcap = c->softcap;
+    p.scale = c->scale;
     if (c->tiles) p.block_m = 32, p.block_n = 64;
     for (int x = 0; x < 64; x++) m->slopes[x] = (float)(0.05 + 0.5 * (double)(tt_rand_u64(rng) % 1000) / 1000.0);
     for (int x = 0; x < 16; x++) m->sinks[x] = (float)(tt_rand_normal(rng) * 2.0);
@@ -495,9 +498,52 @@ static void dbias_errors(void) {
     tt_free(&q), tt_free(&o), tt_free(&g);
 }
 
+/* The softcap's extremes: a cap far above the logits, where tanh's
+ * 1 - exp(-2y) would cancel (the forward lost digits in proportion to
+ * cap / |s|), and a cap far below them, where 1 - tanh^2 would (the
+ * backward's factor); a negative scale, whose terms bound the backward by
+ * their size. */
+static void softcap_extremes(void) {
+    /* the driver's tanh and 1 - tanh^2 against double's, |x| / cap from
+     * 1e-6 to 30, on every table's exp2: within a few ulp, relatively (for
+     * 1 - tanh^2, plus the 2y ulp its conditioning gives) */
+    const fa_kernels *isas[8];
+    const int ni = tt_isas(isas, 8);
+    for (int t = 0; t < ni; t++) {
+        float x[200], dc[200], in[200];
+        const float cap = 7.0f;
+        for (int j = 0; j < 200; j++) in[j] = x[j] = (j % 2 ? -1.0f : 1.0f) * cap * 1e-6f * powf(3e7f, (float)j / 199.0f);
+        fa_softcap(isas[t], x, 200, cap, dc);
+        double terr = 0.0, derr = 0.0;
+        for (int j = 0; j < 200; j++) {
+            const double th = tanh((double)in[j] / cap), want = 1.0 - th * th;
+            /* 1 - th^2 rounds in double where it is near 0: from exp(-2y) */
+            const double y = fabs((double)in[j]) / cap, e = exp(-2.0 * y);
+            const double dwant = y > 1.0 ? 4.0 * e / ((1.0 + e) * (1.0 + e)) : want;
+            terr = fmax(terr, fabs(x[j] - cap * th) / (cap * fabs(th)));
+            /* e's argument, -2y log2(e), carries y's rounding: 2y ulp of e */
+            derr = fmax(derr, fabs(dc[j] - dwant) / dwant / ((16.0 + 4.0 * y) * 6e-8));
+        }
+        TT_CHECK(terr <= 8 * 6e-8 && derr <= 1.0, "[%s] softcap: tanh rel err %.3g, 1 - tanh^2 err %.3g of its bound",
+                 isas[t]->isa, terr, derr);
+    }
+    static const float caps[] = {1e4f, 300.0f, 0.25f, 0.05f};
+    for (int i = 0; i < 8; i++) {
+        mcase c;
+        memset(&c, 0, sizeof c);
+        c.b = 1, c.sq = 70, c.sk = 90, c.hq = 2, c.hkv = 1, c.d = 64;
+        c.causal = i % 2, c.align = FLASHATTN_ALIGN_BOTTOM_RIGHT, c.wl = c.wr = -1;
+        c.dt = i < 6 ? FLASHATTN_F32 : FLASHATTN_BF16;
+        c.softcap = caps[i % 4];
+        c.scale = i == 5 ? -0.3f : 0.0f;
+        run_case(&c, 900 + (uint64_t)i);
+    }
+}
+
 int main(void) {
     errors();
     dbias_errors();
+    softcap_extremes();
     sweep();
     mask_as_causal();
     decode();

@@ -126,17 +126,21 @@ static inline float fa_alibi2(const fa_scores *sc, int64_t i, int64_t j) {
  * NULL. tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2 |y|) in (0, 1],
  * with the exponentials in one exp2_sum call (the kernels' vector exp2,
  * within 4 ulp): a scalar tanhf per score cost the forward 2.5 times
- * plain attention. Its absolute error, a few ulp of cap, is what tanhf's
- * is near |y| = 1 and beyond, and what the logit's own rounding is. n at
+ * plain attention. Below |y| = 1/8, 1 - e cancels (a logit far under a
+ * large cap lost digits in proportion to cap / |x|), so there tanh is its
+ * odd series to y^7 (the next term is 1.3e-9 of it). 1 - tanh^2 is
+ * 4e / (1 + e)^2, which does not cancel where the cap saturates. n at
  * most FA_MAX_BLOCK. */
 static inline void fa_softcap(const fa_kernels *kern, float *x, int64_t n, float cap, float *dcap) {
     float e[FA_MAX_BLOCK];
-    const float k = -2.0f * 1.4426950408889634f / cap;
+    const float k = -2.0f * 1.4426950408889634f / cap, inv = 1.0f / cap;
     for (int64_t j = 0; j < n; j++) e[j] = fabsf(x[j]) * k;
     kern->exp2_sum(e, n, 0.0f);
     for (int64_t j = 0; j < n; j++) {
-        const float t = (1.0f - e[j]) / (1.0f + e[j]);
-        if (dcap) dcap[j] = 1.0f - t * t;
+        const float y = fabsf(x[j]) * inv, y2 = y * y, r = 1.0f / (1.0f + e[j]);
+        const float series = y * (1.0f + y2 * (-1.0f / 3.0f + y2 * (2.0f / 15.0f + y2 * (-17.0f / 315.0f))));
+        const float t = y < 0.125f ? series : (1.0f - e[j]) * r;
+        if (dcap) dcap[j] = 4.0f * e[j] * r * r;
         x[j] = copysignf(cap * t, x[j]);
     }
 }

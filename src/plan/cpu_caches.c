@@ -119,7 +119,7 @@ int fa_cpu_caches_from_cpuid(fa_cpu_caches *out) {
     } else if (strcmp(vendor, "AuthenticAMD") == 0 || strcmp(vendor, "HygonGenuine") == 0) {
         /* leaf 0x8000001D exists only with the TOPOEXT feature */
         if (__get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 22)) &&
-            __get_cpuid_max(0x80000000u, NULL) >= 0x8000001Du)
+            (unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x8000001Du)
             found = walk_cache_leaf(0x8000001Du, out);
     }
     if (!found) {

@@ -82,12 +82,12 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
                 double *qr = dq + ((b * pb.seq_q + i) * pb.heads_q + h) * d;
                 for (int64_t c = 0; c < d; c++) {
                     qr[c] = round_to(gq[c] * scale, out_dt);
-                    terms[0] = fmax(terms[0], tq[c] * scale);
+                    terms[0] = fmax(terms[0], tq[c] * fabs(scale));
                 }
             }
     for (size_t x = 0; x < nk; x++) {
         dk[x] = round_to(gk[x] * scale, out_dt), dv[x] = round_to(gv[x], out_dt);
-        terms[1] = fmax(terms[1], tk[x] * scale), terms[2] = fmax(terms[2], tv[x]);
+        terms[1] = fmax(terms[1], tk[x] * fabs(scale)), terms[2] = fmax(terms[2], tv[x]);
     }
     free(gk), free(gv), free(gq), free(tk), free(tv), free(tq);
     free(qd), free(kd), free(vd), free(od), free(dod);
