@@ -9,8 +9,9 @@
  * Shapes (per tensor, in the descriptor's own dimension order):
  *
  *   Q    [batch, seq_q, heads_q,  head_dim]
- *   K, V [batch, seq_k, heads_kv, head_dim]
- *   O    [batch, seq_q, heads_q,  head_dim]          any supported dtype
+ *   K    [batch, seq_k, heads_kv, head_dim]
+ *   V    [batch, seq_k, heads_kv, head_dim_v]
+ *   O    [batch, seq_q, heads_q,  head_dim_v]        any supported dtype
  *   LSE  [batch, heads_q, seq_q]  float32, contiguous, natural log (optional)
  *
  * Layout is given by element strides, so FlashAttention's [b, s, h, d] and
@@ -24,6 +25,11 @@
  *   - heads_q must be a multiple of heads_kv (GQA; heads_kv = 1 is MQA);
  *     query head h uses KV head h / (heads_q / heads_kv).
  *   - head_dim from 1 to FLASHATTN_MAX_HEAD_DIM; any seq_q, seq_k >= 0.
+ *     head_dim_v, V's and O's head size, may differ from head_dim, Q's and
+ *     K's (MLA's 576 / 512): it is each descriptor's own head_dim, and
+ *     wherever a head_dim of V or O is named below it is head_dim_v. The
+ *     forward and decode take any; the backward, head_dim_v = head_dim
+ *     only (FLASHATTN_ERR_UNSUPPORTED).
  *   - causal and the sliding window (window_left, window_right) restrict the
  *     keys j that query i sees to
  *         i + off - window_left <= j <= i + off + window_right   (window)
@@ -80,7 +86,7 @@ extern "C" {
 #define FLASHATTN_VERSION_MINOR 3
 #define FLASHATTN_VERSION_PATCH 0
 
-#define FLASHATTN_MAX_HEAD_DIM 512
+#define FLASHATTN_MAX_HEAD_DIM 576
 /* The longest sequence flashattn_bwd takes (see there). */
 #define FLASHATTN_MAX_BWD_SEQ ((int64_t)1 << 24)
 
@@ -379,9 +385,11 @@ FLASHATTN_API flashattn_status flashattn_fwd(
  *
  * The cache, contiguous or paged (initialise with flashattn_kv_cache_init):
  *   contiguous (block_table == NULL):
- *     k, v   [batch, capacity, heads_kv, head_dim], any strides (stride_dim 1)
+ *     k, v   [batch, capacity, heads_kv, head_dim (k) / head_dim_v (v)], any
+ *            strides (stride_dim 1)
  *   paged (block_table != NULL), as vLLM's and FlashAttention-2's paged KV:
- *     k, v   the page pool [num_pages, page_size, heads_kv, head_dim]
+ *     k, v   the page pool [num_pages, page_size, heads_kv, head_dim (v:
+ *            head_dim_v)]
  *            (its batch dimension counts pages, its seqlen is the page size)
  *     block_table  int32 [batch, max_pages_per_seq], row-major: row j of
  *            sequence b lives in page block_table[b][j / page_size], slot
@@ -424,12 +432,12 @@ FLASHATTN_API void flashattn_kv_cache_init(flashattn_kv_cache *c); /* 0.2's fiel
 /*
  * Decode, two-phase like the forward:
  *   q       [batch, seq_q, heads_q, head_dim]   any dtype
- *   k_new, v_new  [batch, seq_new, heads_kv, head_dim], any dtype, or both
+ *   k_new, v_new  [batch, seq_new, heads_kv, head_dim (v_new: head_dim_v)], any dtype, or both
  *           NULL: written in place into each sequence's cache rows
  *           seqlens[b] .. seqlens[b] + seq_new - 1 (converted to the cache's
  *           dtype, round to nearest even) before the attention, which then
  *           covers them.
- *   o       [batch, seq_q, heads_q, head_dim]   any dtype
+ *   o       [batch, seq_q, heads_q, head_dim_v] any dtype
  *   lse     [batch, heads_q, seq_q] float32, natural log, or NULL
  * Sequence b attends over its len_b = seqlens[b] + seq_new rows exactly as
  * flashattn_fwd does with seq_k = len_b: causal and window are aligned to

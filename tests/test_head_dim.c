@@ -1,11 +1,12 @@
 /*
- * Head sizes past 256, up to FLASHATTN_MAX_HEAD_DIM (512, Ascend's limit;
- * MLA-style models): forward on both drivers (the forward's, and decode's
- * for few rows), backward and KV-cache decode, every ISA path and dtype
+ * Head sizes past 256, up to FLASHATTN_MAX_HEAD_DIM (576: Ascend's limit is
+ * 512, MLA's query/key head 576): forward on both drivers (the forward's,
+ * and decode's for few rows), backward and KV-cache decode, every ISA path and dtype
  * (bf16 also on the dot-product route where a table has one), causal and
  * windowed, against the FP64 reference under the suite's rules: f32
  * outputs within 1e-5, 16-bit ones within twice plain f32 attention's
- * error, gradients within fa_bwd_pass_bounds. And 513: BAD_HEAD_DIM.
+ * error, gradients within fa_bwd_pass_bounds. And one past the limit:
+ * BAD_HEAD_DIM.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -117,6 +118,7 @@ int main(void) {
         {1, 3, 130, 4, 2, 512, 1, -1, FLASHATTN_F16},
         {1, 64, 64, 2, 1, 257, 0, 20, FLASHATTN_BF16},
         {1, 40, 100, 2, 2, 512, 1, -1, FLASHATTN_BF16},
+        {1, 24, 40, 2, 1, 576, 1, -1, FLASHATTN_F32},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(&cases[c], 60 + c);
     /* one past the limit */
@@ -124,7 +126,7 @@ int main(void) {
     tt_tensor o = tt_alloc(FLASHATTN_F32, 1, 2, 1, FLASHATTN_MAX_HEAD_DIM + 1, 1, 0);
     tt_fill_sentinel(o.mem, o.bytes);
     const flashattn_status s = flashattn_fwd(&q.t, &q.t, &q.t, &o.t, NULL, NULL, NULL, 0);
-    TT_CHECK(s == FLASHATTN_ERR_BAD_HEAD_DIM && tt_untouched(o.mem, o.bytes), "head_dim 513: status %d", s);
+    TT_CHECK(s == FLASHATTN_ERR_BAD_HEAD_DIM && tt_untouched(o.mem, o.bytes), "head_dim past the limit: status %d", s);
     tt_free(&q), tt_free(&o);
     return tt_finish("test_head_dim");
 }

@@ -153,9 +153,19 @@ def _backward(q, k, v, out, dout, lse, dq, dk, dv, params):
     _lib.check(status, "flashattn_bwd")
 
 
+def _differentiable_dims(q, v):
+    """The backward takes v's head dim equal to q's only: say so before the
+    forward runs, not when backward() is called."""
+    if v.shape[-1] != q.shape[-1]:
+        raise NotImplementedError("flashattn: the backward needs v's head dim (%d) equal to q's "
+                                  "(%d); the forward alone (no tensor requiring grad, or "
+                                  "torch.no_grad()) takes any" % (v.shape[-1], q.shape[-1]))
+
+
 class _FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, params):
+        _differentiable_dims(q, v)
         q, k, v = readable(q, "q"), readable(k, "k"), readable(v, "v")
         out, lse = _forward(q, k, v, params)
         ctx.save_for_backward(q, k, v, out, lse)
@@ -330,6 +340,7 @@ def _varlen_backward(q, k, v, out, dout, lse, dq, dk, dv, params):
 class _FlashAttnVarlenFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, params, keep):
+        _differentiable_dims(q, v)
         q, k, v = _packed(q, "q"), _packed(k, "k"), _packed(v, "v")
         out, lse = _varlen_forward(q, k, v, params)
         ctx.save_for_backward(q, k, v, out, lse)
@@ -623,12 +634,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         params = _lib.with_varlen(params, batch, cu_q.ctypes.data)
     params = _modified(params, softcap, alibi_slopes, lambda: (batch, q.shape[2]))
     if packed:
-        out = torch.empty(q.shape[1:], dtype=q.dtype)
+        out = torch.empty(q.shape[1:3] + v_cache.shape[3:], dtype=q.dtype)
         lse = torch.empty((q.shape[2], q.shape[1]), dtype=torch.float32) \
             if return_softmax_lse else None
         out_view = out.unsqueeze(0)
     else:
-        out = out_view = torch.empty_like(q, memory_format=torch.contiguous_format)
+        out = out_view = torch.empty(q.shape[:3] + v_cache.shape[3:], dtype=q.dtype)
         lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32) \
             if return_softmax_lse else None
     address = lambda a: None if a is None else a.ctypes.data

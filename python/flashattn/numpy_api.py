@@ -537,11 +537,11 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
         params = _lib.with_varlen(params, batch, cu_q.ctypes.data)
     params = _modifiers(params, batch, q.shape[2], None, softcap, alibi_slopes, sinks)
     if packed:
-        o = _output(out, q.shape[1:], q.dtype)
+        o = _output(out, q.shape[1:3] + v_cache.shape[3:], q.dtype)
         lse = np.empty((q.shape[2], q.shape[1]), np.float32) if return_lse else None
         o_view = o[None]
     else:
-        o = o_view = _output(out, q.shape, q.dtype)
+        o = o_view = _output(out, q.shape[:3] + v_cache.shape[3:], q.dtype)
         lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32) if return_lse else None
     address = lambda a: None if a is None else a.ctypes.data
     _lib.decode(pack, q, k_cache, v_cache, *new, o_view, address(lse),

@@ -30,8 +30,8 @@ def test_bad_shapes_raise_value_error_with_library_message(mutate, message):
 
 
 def test_head_dim_above_the_maximum():
-    q, k, v = qkv(d=513)
-    with pytest.raises(ValueError, match="head_dim is 513"):
+    q, k, v = qkv(d=577)
+    with pytest.raises(ValueError, match="head_dim is 577"):
         flashattn.attention(q, k, v)
 
 

@@ -467,9 +467,8 @@ static flashattn_status check_cache(const flashattn_kv_cache *c, const flashattn
     if ((s = check_tensor(&c->k, "cache.k")) || (s = check_tensor(&c->v, "cache.v"))) return s;
     if (c->k.dtype != c->v.dtype)
         return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "cache.k and cache.v must have the same dtype");
-    if (c->k.batch != c->v.batch || c->k.seqlen != c->v.seqlen || c->k.heads != c->v.heads ||
-        c->k.head_dim != c->v.head_dim)
-        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "cache.k and cache.v must have the same shape");
+    if (c->k.batch != c->v.batch || c->k.seqlen != c->v.seqlen || c->k.heads != c->v.heads)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "cache.k and cache.v must have the same batch, seqlen and heads");
     if (c->k.head_dim != q->head_dim)
         return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "the cache's head_dim must be q's");
     if (appending && (!rows_distinct(&c->k) || !rows_distinct(&c->v)))
@@ -531,10 +530,10 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     if (p->varlen && (s = check_varlen(p->varlen, 1, q, NULL, pb))) return s;
     const int64_t nseq = pb->batch;
     if ((s = check_cache(c, q, nseq, k_new != NULL, dp, &capacity))) return s;
-    const int64_t heads_kv = c->k.heads, d = q->head_dim;
+    const int64_t heads_kv = c->k.heads, d = q->head_dim, dv = c->v.head_dim;
     if (o->batch != q->batch || o->seqlen != q->seqlen || o->heads != q->heads ||
-        o->head_dim != d)
-        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "o must have q's shape");
+        o->head_dim != dv)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "o must have q's batch, seqlen and heads, cache.v's head_dim");
     if (q->heads % heads_kv != 0)
         return fa_fail(FLASHATTN_ERR_BAD_HEADS, "heads_q (%lld) is not a multiple of heads_kv (%lld)",
                        (long long)q->heads, (long long)heads_kv);
@@ -545,9 +544,10 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
         const flashattn_tensor *t[2] = {k_new, v_new};
         for (int i = 0; i < 2; i++)
             if (t[i]->batch != q->batch || t[i]->seqlen != k_new->seqlen ||
-                t[i]->heads != heads_kv || t[i]->head_dim != d)
+                t[i]->heads != heads_kv || t[i]->head_dim != (i ? dv : d))
                 return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
-                               "k_new and v_new must be [q's batch, seq_new, the cache's heads, head_dim]");
+                               "k_new and v_new must be [q's batch, seq_new, the cache's heads, cache.k's "
+                               "and cache.v's head_dim]");
         if (pb->cu_q && k_new->seqlen != q->seqlen)
             return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
                            "varlen decode: k_new and v_new are packed like q (seqlen total_q = %lld)",
@@ -591,6 +591,8 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dropout_p: flashattn_decode takes no dropout");
     pb->head_dim = d;
     pb->head_dim_pad = (d + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
+    pb->head_dim_v = dv;
+    pb->head_dim_v_pad = (dv + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
     pb->group = q->heads / heads_kv;
     float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)d);
     pb->scale_log2 = scale * 1.4426950408889634f;
@@ -645,8 +647,8 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
         return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "q, k, v and o must have the same batch");
     if (v->seqlen != k->seqlen || v->heads != k->heads)
         return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "k and v must have the same seqlen and heads");
-    if (k->head_dim != q->head_dim || v->head_dim != q->head_dim)
-        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "q, k and v must have the same head_dim");
+    if (k->head_dim != q->head_dim)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "q and k must have the same head_dim");
     if (o->seqlen != q->seqlen || o->heads != q->heads || o->head_dim != v->head_dim)
         return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "o must have q's seqlen and heads, v's head_dim");
     if (q->heads % k->heads != 0)
@@ -674,6 +676,8 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     if ((s = check_modifiers(p, pb))) return s;
     pb->head_dim = q->head_dim;
     pb->head_dim_pad = (q->head_dim + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
+    pb->head_dim_v = v->head_dim;
+    pb->head_dim_v_pad = (v->head_dim + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
     pb->group = q->heads / k->heads;
     float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)q->head_dim);
     pb->scale_log2 = scale * 1.4426950408889634f;
@@ -702,6 +706,9 @@ flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tens
                                  fa_bwd_problem *pb) {
     flashattn_status s;
     if ((s = fa_validate_fwd(q, k, v, o, NULL, p, &pb->f))) return s;
+    if (pb->f.head_dim_v != pb->f.head_dim)
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "backward: v's head_dim (%lld) must be q's (%lld)",
+                       (long long)pb->f.head_dim_v, (long long)pb->f.head_dim);
     if (pb->f.seq_k > FLASHATTN_MAX_BWD_SEQ ||
         (pb->f.group > 0 && pb->f.seq_q > FLASHATTN_MAX_BWD_SEQ / pb->f.group))
         return fa_fail(FLASHATTN_ERR_UNSUPPORTED,

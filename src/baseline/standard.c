@@ -95,6 +95,8 @@ static flashattn_status prepare(const flashattn_tensor *q, const flashattn_tenso
     if (!kern) return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "kernel path not available on this CPU");
     if ((s = fa_read_params(user, &p))) return s;
     if ((s = fa_validate_fwd(q, k, v, o, NULL, &p, pb))) return s;
+    if (pb->head_dim_v != pb->head_dim)
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "standard attention: v's head_dim must be q's");
     return plan_standard(pb, &p, kern, sp);
 }
 

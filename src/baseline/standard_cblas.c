@@ -39,6 +39,8 @@ static flashattn_status prepare(const flashattn_tensor *q, const flashattn_tenso
     fa_clear_error();
     if ((s = fa_read_params(user, &p))) return s;
     if ((s = fa_validate_fwd(q, k, v, o, NULL, &p, pb))) return s;
+    if (pb->head_dim_v != pb->head_dim)
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "the CBLAS baseline: v's head_dim must be q's");
     if (q->dtype != FLASHATTN_F32 || k->dtype != FLASHATTN_F32 || v->dtype != FLASHATTN_F32 ||
         o->dtype != FLASHATTN_F32)
         return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "the CBLAS baseline runs on f32 tensors only");

@@ -28,6 +28,9 @@ typedef struct fa_problem {
     float *lse;                 /* [batch, heads_q, seq_q] or NULL */
     int64_t batch, seq_q, seq_k, heads_q, heads_kv, head_dim;
     int64_t head_dim_pad;       /* head_dim rounded up to FA_COL_ALIGN */
+    /* V's and O's head size (dO's, dV's): head_dim_v may differ from
+     * head_dim, Q's and K's, which the scores contract over. */
+    int64_t head_dim_v, head_dim_v_pad;
     int64_t group;              /* heads_q / heads_kv */
     float scale_log2;           /* softmax scale * log2(e): scores live in base 2 */
     /* The window of every sequence (core/mask.h), causal folded into

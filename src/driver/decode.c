@@ -24,11 +24,12 @@ void fa_decode_append(const fa_decode_problem *dp, const fa_kernels *kern, int64
                       float *tmp) {
     const fa_problem *pb = &dp->base;
     const fa_seq seq = fa_seq_of(pb, b);
-    const int64_t row = fa_kv_given(pb, b) + j, d = pb->head_dim;
+    const int64_t row = fa_kv_given(pb, b) + j;
     const flashattn_tensor *src[2] = {dp->k_new, dp->v_new}, *dst[2] = {pb->k, pb->v};
     if (j >= fa_kv_added(pb, b)) return;
     for (int64_t hk = 0; hk < pb->heads_kv; hk++)
         for (int t = 0; t < 2; t++) {
+            const int64_t d = t ? pb->head_dim_v : pb->head_dim;
             const void *from = fa_row_ptr(src[t], seq.qb, seq.q0 + j, hk);
             void *to = fa_cache_row(dp, dst[t], &seq, row, hk);
             if (t == 0 && dp->rot_cos) { /* K rotated at its position */
@@ -51,10 +52,10 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
     const int splits = plan->num_splits;
 
     /* Split s's partials: an f32 O shaped like the user's, rows padded to
-     * head_dim_pad, and an LSE array laid out like the user's. */
+     * head_dim_v_pad, and an LSE array laid out like the user's. */
     flashattn_tensor parts[FLASHATTN_MAX_SPLITS];
     const float *part_lse[FLASHATTN_MAX_SPLITS];
-    const int64_t dpad = pb->head_dim_pad;
+    const int64_t dpad = pb->head_dim_v_pad;
     for (int s = 0; splits > 1 && s < splits; s++) {
         void *area = fa_region_at(&plan->ws, base, FA_DECODE_WS_PARTS, (size_t)s);
         float *o = (float *)fa_region_at(&plan->part, area, FA_DECODE_PART_O, 0);
@@ -63,7 +64,7 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
                               pb->batch_q,
                               pb->rows_q,
                               pb->heads_q,
-                              pb->head_dim,
+                              pb->head_dim_v,
                               pb->rows_q * pb->heads_q * dpad,
                               pb->heads_q * dpad,
                               dpad,

@@ -177,7 +177,8 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     const fa_problem *pb = &dp->base;
     const fa_seq seq = fa_seq_of(pb, b);
     const fa_mask *mask = &seq.mask;
-    const int64_t d = pb->head_dim, dpad = pb->head_dim_pad, g = pb->group;
+    const int64_t d = pb->head_dim, g = pb->group;
+    const int64_t dv = pb->head_dim_v, dpad = pb->head_dim_v_pad; /* V's, O's: acc's rows */
     const int64_t bn = plan->block_n;
     const int64_t hk0 = hblock * plan->heads_per_item, i0 = qtile * plan->queries_per_item;
     const int64_t nh = pb->heads_kv - hk0 < plan->heads_per_item ? pb->heads_kv - hk0 : plan->heads_per_item;
@@ -227,7 +228,7 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
             const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
             if (long_rows && j0 > j_beg && (j0 - j_beg) % fold_every == 0)
-                for (int r = 0; r < m; r++) fa_softmax_fold(&total, r, acc + r * dpad, d, mx[r], &ls[r]);
+                for (int r = 0; r < m; r++) fa_softmax_fold(&total, r, acc + r * dpad, dv, mx[r], &ls[r]);
 
             /* Keys in pieces, every head of a piece before the next piece: the
              * cache is read in address order, which the hardware prefetchers
@@ -262,7 +263,7 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
                 }
                 for (int r = r0; r < r1; r++)
                     fa_softmax_row_exp(kern, s + r * sld, n, bmax[r - r0], &mx[r], &ls[r],
-                                       acc + r * dpad, d, first);
+                                       acc + r * dpad, dv, first);
             }
 
             /* acc (+)= P V per head, in the same pieces; the first step
@@ -275,18 +276,18 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
                 for (int64_t h = 0; h < nh; h++) {
                     const float *ph = s + h * mh * sld + (j - j0);
                     if (plan->wide_piece)
-                        wide_pv(kern, mh, (int)len, d, dpad, ph, sld, row + h * vhs, vt->dtype,
+                        wide_pv(kern, mh, (int)len, dv, dpad, ph, sld, row + h * vhs, vt->dtype,
                                 vt->stride_seq, wk, acc + h * mh * dpad, !first || j > j0);
                     else
-                        kern->gemm_rows(mh, (int)d, len, ph, sld, row + h * vhs, vt->dtype,
+                        kern->gemm_rows(mh, (int)dv, len, ph, sld, row + h * vhs, vt->dtype,
                                         vt->stride_seq, acc + h * mh * dpad, dpad, !first || j > j0, pf);
                 }
                 j += len;
             }
             first = 0;
         }
-        for (int r = 0; long_rows && r < m; r++) fa_softmax_unfold(&total, r, acc + r * dpad, d, mx[r], &ls[r]);
-        if (pass || fa_softmax_rows_finite(acc, dpad, d, mx, ls, m)) break;
+        for (int r = 0; long_rows && r < m; r++) fa_softmax_unfold(&total, r, acc + r * dpad, dv, mx[r], &ls[r]);
+        if (pass || fa_softmax_rows_finite(acc, dpad, dv, mx, ls, m)) break;
         careful = fa_careful_kernels(kern);
         kern = &careful;
     }
@@ -295,7 +296,7 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
         /* a row that saw no key in this split gets O = 0, LSE = -inf; the
          * sink joins split 0 only (the merge then counts it once) */
         void *orow = (void *)fa_row_ptr(o, seq.qb, seq.q0 + w.i, w.h);
-        fa_softmax_finalize_row(kern, orow, o->dtype, acc + r * dpad, d, mx[r], ls[r],
+        fa_softmax_finalize_row(kern, orow, o->dtype, acc + r * dpad, dv, mx[r], ls[r],
                                 lse ? fa_lse_at(pb, lse, &seq, w.h, w.i) : NULL,
                                 split == 0 ? fa_sink2(pb->sinks, w.h) : -INFINITY);
     }

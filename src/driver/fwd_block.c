@@ -131,7 +131,7 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int dot) {
  * softmax step of each row (driver/softmax.h). */
 FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
     const fa_kernels *kern = t->kern;
-    const int64_t bn = t->plan->block_n, dp = t->pb->head_dim_pad;
+    const int64_t bn = t->plan->block_n, dp = t->pb->head_dim_v_pad;
     for (int s = 0; s < t->strips; s++) {
         const int r0 = s * kern->mr, mm = strip_rows(t, s);
         const int64_t ncols = t->cols[s];
@@ -162,7 +162,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
 /* acc (+)= P V, each strip over its own columns. */
 FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int dot) {
     const fa_kernels *kern = t->kern;
-    const int64_t dp = t->pb->head_dim_pad, bn = t->plan->block_n;
+    const int64_t dp = t->pb->head_dim_v_pad, bn = t->plan->block_n;
     /* the packed V's rows: the layout's (the most keys), not the sequence's */
     const int64_t rows = t->pb->seq_k, kh = (rows + 1) / 2;
     const int mr = kern->mr, nr = kern->nr;
@@ -187,8 +187,8 @@ FA_INLINE void finalize_rows(fwd_qblock *t) {
     for (int r = 0; r < t->m; r++) {
         const int64_t i = t->i0 + r;
         void *orow = (void *)fa_row_ptr(pb->o, t->seq->qb, t->seq->q0 + i, t->h);
-        fa_softmax_finalize_row(t->kern, orow, pb->o->dtype, t->acc + r * pb->head_dim_pad,
-                                pb->head_dim, t->mx[r], t->ls[r],
+        fa_softmax_finalize_row(t->kern, orow, pb->o->dtype, t->acc + r * pb->head_dim_v_pad,
+                                pb->head_dim_v, t->mx[r], t->ls[r],
                                 pb->lse ? fa_lse_at(pb, pb->lse, t->seq, t->h, i) : NULL,
                                 fa_sink2(pb->sinks, t->h));
     }
@@ -196,15 +196,15 @@ FA_INLINE void finalize_rows(fwd_qblock *t) {
 
 /* Every row's f32 sums into its double totals (driver/softmax.h). */
 static void fold_rows(fwd_qblock *t) {
-    const int64_t dp = t->pb->head_dim_pad;
+    const int64_t dp = t->pb->head_dim_v_pad;
     for (int r = 0; r < t->m; r++)
-        fa_softmax_fold(&t->total, r, t->acc + r * dp, t->pb->head_dim, t->mx[r], &t->ls[r]);
+        fa_softmax_fold(&t->total, r, t->acc + r * dp, t->pb->head_dim_v, t->mx[r], &t->ls[r]);
 }
 
 static void unfold_rows(fwd_qblock *t) {
-    const int64_t dp = t->pb->head_dim_pad;
+    const int64_t dp = t->pb->head_dim_v_pad;
     for (int r = 0; r < t->m; r++)
-        fa_softmax_unfold(&t->total, r, t->acc + r * dp, t->pb->head_dim, t->mx[r], &t->ls[r]);
+        fa_softmax_unfold(&t->total, r, t->acc + r * dp, t->pb->head_dim_v, t->mx[r], &t->ls[r]);
 }
 
 FA_INLINE void block(fwd_qblock *t, const int dot) {
@@ -259,7 +259,7 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.total.acc = (double *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_ACC, 0);
     t.total.l = (double *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_SUM, 0);
     t.total.m = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_MAX, 0);
-    t.total.ld = pb->head_dim_pad;
+    t.total.ld = pb->head_dim_v_pad;
     /* fast, then once more on the careful table if a NaN or Inf showed up
      * (driver/careful.h) */
     fa_kernels careful;
@@ -269,7 +269,7 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
             block(&t, 1);
         else
             block(&t, 0);
-        if (pass || fa_softmax_rows_finite(t.acc, pb->head_dim_pad, pb->head_dim, t.mx, t.ls, t.m))
+        if (pass || fa_softmax_rows_finite(t.acc, pb->head_dim_v_pad, pb->head_dim_v, t.mx, t.ls, t.m))
             break;
         careful = fa_careful_kernels(kern);
         t.kern = &careful;

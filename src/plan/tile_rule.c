@@ -2,7 +2,8 @@
  * The automatic forward tiles, from a footprint model.
  *
  * What one thread touches (fa_tile_footprint, elements widened to f32 by
- * the kernels; d = head_dim, dp = d rounded up to 16):
+ * the kernels; d = head_dim, dp = head_dim_v (V's and O's) rounded up to
+ * 16):
  *
  *   per kv-step, inner loops (want L1d):
  *     Q.K^T: one K panel, d x NR, is reused by every MR-row register tile
@@ -62,7 +63,8 @@ static double mask_waste(const fa_tile_query *q, int bm, int bn) {
 }
 
 void fa_tile_footprint_of(const fa_tile_query *q, int block_m, int block_n, fa_tile_footprint *f) {
-    const int64_t e = q->elem_bytes, d = q->head_dim, dp = fa_round_up_i64(d, 16);
+    const int64_t e = q->elem_bytes, d = q->head_dim;
+    const int64_t dp = fa_round_up_i64(q->head_dim_v > 0 ? q->head_dim_v : d, 16); /* V's, O's */
     const int64_t bm = block_m, bn = fa_round_up_i64(block_n, q->nr), mr = q->mr < bm ? q->mr : bm;
     f->q_tile = bm * d * e;
     f->k_block = bn * d * e;

@@ -11,6 +11,7 @@
 
 typedef struct fa_tile_query {
     int64_t batch, heads_q, seq_q, seq_k, head_dim;
+    int64_t head_dim_v;           /* V's and O's; 0: head_dim */
     int mask_edges;               /* edges of a row's key range the mask cuts inside the
                                    * keys: 0 none, 1 causal, 2 sliding window */
     double mean_keys;             /* keys a row sees, on average (seq_k without a mask) */
@@ -24,9 +25,9 @@ typedef struct fa_tile_query {
 typedef struct fa_tile_footprint {
     int64_t q_tile;   /* block_m x head_dim */
     int64_t k_block;  /* block_n x head_dim, as nr-key panels */
-    int64_t v_block;  /* block_n x head_dim_pad */
+    int64_t v_block;  /* block_n x head_dim_v_pad */
     int64_t s_tile;   /* block_m x block_n scores, then probabilities */
-    int64_t o_acc;    /* block_m x head_dim_pad */
+    int64_t o_acc;    /* block_m x head_dim_v_pad */
     int64_t stats;    /* running max and sum per row */
     int64_t tiles;    /* sum of the above: the per-thread set kept in L2 */
     int64_t qk_step;  /* one K panel + one register tile of Q rows: L1 */

@@ -96,7 +96,7 @@ void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads,
     }
     *q = (fa_tile_query){
         .batch = pb->batch, .heads_q = pb->heads_q, .seq_q = pb->seq_q, .seq_k = pb->seq_k,
-        .head_dim = pb->head_dim, .mask_edges = (pb->left >= 0) + (pb->right >= 0),
+        .head_dim = pb->head_dim, .head_dim_v = pb->head_dim_v, .mask_edges = (pb->left >= 0) + (pb->right >= 0),
         .mean_keys = rows > 0 ? keys / (double)rows : 0.0,
         .elem_bytes = (int)sizeof(float), /* the kernels widen every dtype to f32 */
         .mr = kern->mr, .nr = kern->nr, .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes,
@@ -139,7 +139,7 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     plan->threads = fa_threads_or_default(p->num_threads);
     if ((s = choose_tiles(pb, p, kern, plan))) return s;
 
-    const size_t d = (size_t)pb->head_dim, dp = (size_t)pb->head_dim_pad;
+    const size_t d = (size_t)pb->head_dim, dp = (size_t)pb->head_dim_v_pad; /* Q, K; V, O */
     const size_t bm = (size_t)plan->block_m, bn = (size_t)plan->block_n, f = sizeof(float);
     const size_t kpanels = ((size_t)pb->seq_k + (size_t)kern->nr - 1) / (size_t)kern->nr;
     size_t kf, vf;

@@ -18,13 +18,14 @@
  *     every query tile reads its kv-heads' cache again), kv-heads fill
  *     the rest.
  *
- * Footprint of one work item (f32, d = head_dim, dp = d rounded up to 16,
+ * Footprint of one work item (f32, d = head_dim, dp = head_dim_v rounded
+ * up to 16, dk = head_dim rounded up to 16,
  * rows = heads_per_item * group * queries_per_item, bn = block_n,
  * sld = bn, or bn rounded up to 16 plus 16 on the wide path):
  *     Q          rows * d
  *     S/P        rows * sld
  *     acc        rows * dp
- *     piece      NR * max(d, dp) = NR * dp   (wide path only)
+ *     piece      NR * max(dk, dp)   (wide path only)
  * K and V are read by the kernels straight from the cache (no f32 copy of
  * a step; the wide path widens one piece of one kv-head at a time); one
  * step of an item reads heads_per_item * bn rows of K and of V.
@@ -112,7 +113,10 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
                                 const fa_kernels *kern, int units, int wide,
                                 fa_decode_plan *plan) {
     const fa_problem *pb = &dp->base;
-    const size_t d = (size_t)pb->head_dim, dpad = (size_t)pb->head_dim_pad;
+    /* d: Q's and K's; dpad: V's and O's, padded (acc's rows); kvpad: the
+     * wider of K's and V's padded rows */
+    const size_t d = (size_t)pb->head_dim, dpad = (size_t)pb->head_dim_v_pad;
+    const size_t kvpad = (size_t)(pb->head_dim_pad > pb->head_dim_v_pad ? pb->head_dim_pad : pb->head_dim_v_pad);
     const int64_t group = pb->group;
     plan->threads = fa_threads_or_default(p->num_threads);
     /* Keys are gemm_nt's n (S = Q K^T) and the GEMM's k (P V) here, so any
@@ -125,7 +129,7 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
 
     /* As many adjacent kv-heads as keep one step's rows near 256 KiB and
      * an item's rows near FA_DECODE_ROWS; the blocks evened out. */
-    int64_t heads = (int64_t)(FA_DECODE_KV_BYTES / (bn * dpad * sizeof(float)));
+    int64_t heads = (int64_t)(FA_DECODE_KV_BYTES / (bn * kvpad * sizeof(float)));
     if (heads * group > FA_DECODE_ROWS) heads = FA_DECODE_ROWS / group;
     if (heads > pb->heads_kv) heads = pb->heads_kv;
     if (heads < 1) heads = 1;
@@ -183,7 +187,7 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     plan->s_stride = plan->wide_piece ? (int)fa_round_up(bn, FA_COL_ALIGN) + FA_COL_ALIGN
                                       : (int)bn;
     const size_t piece = (size_t)plan->wide_piece, f = sizeof(float);
-    const size_t widened = piece * dpad; /* K panel [d][NR], V rows [NR][dp]; d <= dp */
+    const size_t widened = piece * kvpad; /* K panel [d][NR], V rows [NR][dp] */
     fa_layout_init(&plan->thread, "decode thread");
     fa_layout_array(&plan->thread, FA_DECODE_THREAD_Q, "q", 1, rows * d * f);
     fa_layout_array(&plan->thread, FA_DECODE_THREAD_S, "s", 1, rows * (size_t)plan->s_stride * f);

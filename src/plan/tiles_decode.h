@@ -37,15 +37,15 @@ typedef struct fa_decode_plan {
  * partial results a split. */
 enum { FA_DECODE_WS_THREADS, FA_DECODE_WS_PARTS };
 /* A thread's tiles, for an item's `rows` rows: Q [rows][head_dim] (base-2
- * scaled), S/P [rows][s_stride], acc [rows][head_dim_pad], the running max
+ * scaled), S/P [rows][s_stride], acc [rows][head_dim_v_pad], the running max
  * and sum [rows], and on the wide path one piece of K ([head_dim][NR]) or
- * V ([NR][head_dim_pad]) widened to f32. */
+ * V ([NR][head_dim_v_pad]) widened to f32. */
 enum { FA_DECODE_THREAD_Q, FA_DECODE_THREAD_S, FA_DECODE_THREAD_ACC, FA_DECODE_THREAD_MAX,
        FA_DECODE_THREAD_SUM, FA_DECODE_THREAD_WIDE,
        /* the double totals of rows longer than FA_SUM_CHUNK keys
         * (driver/softmax.h); empty when the capacity is not */
        FA_DECODE_THREAD_TOTAL_ACC, FA_DECODE_THREAD_TOTAL_SUM, FA_DECODE_THREAD_TOTAL_MAX };
-/* A split's partials: O as f32 [batch, seq_q, heads_q, head_dim_pad] and
+/* A split's partials: O as f32 [batch, seq_q, heads_q, head_dim_v_pad] and
  * the LSE [batch, heads_q, seq_q], laid out like the user's. */
 enum { FA_DECODE_PART_O, FA_DECODE_PART_LSE };
 

@@ -41,10 +41,11 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
     flashattn_status s = fa_read_params(user, &p);
     if (s) return s;
     /* q doubles as o for validation: only o's shape matters there. */
-    flashattn_tensor oshape = *q;
+    flashattn_tensor oshape = flashattn_tensor_bshd((void *)q->data, q->dtype, q->batch, q->seqlen, q->heads,
+                                                    v->head_dim);
     if ((s = fa_validate_fwd(q, k, v, &oshape, NULL, &p, &pb))) return s;
     const double scale = p.scale != 0.0f ? (double)p.scale : 1.0 / sqrt((double)pb.head_dim);
-    const int64_t d = pb.head_dim;
+    const int64_t d = pb.head_dim, dv = pb.head_dim_v;
     double *sc = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(double));
     double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
     if (!sc || !qd || !kd || !vd) {
@@ -57,7 +58,7 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
             for (int64_t i = 0; i < pb.seq_q; i++) {
                 int64_t lo, end;
                 fa_ref_keys(&pb, i, &lo, &end);
-                double *orow = o + ((b * pb.seq_q + i) * pb.heads_q + h) * d;
+                double *orow = o + ((b * pb.seq_q + i) * pb.heads_q + h) * dv;
                 const double *qr = qd + fa_widened_at(q, b, i, h, 0);
                 double mx = -INFINITY, sum = 0.0;
                 int nan = 0;
@@ -70,16 +71,16 @@ flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn
                 const double sink = fa_ref_sink(&p, h);
                 if (sink > mx) mx = sink;
                 if (sink != -INFINITY) sum += exp(sink - mx);
-                for (int64_t c = 0; c < d; c++) orow[c] = 0.0;
+                for (int64_t c = 0; c < dv; c++) orow[c] = 0.0;
                 for (int64_t j = lo; j < end && mx != -INFINITY; j++) { /* -inf: every key hidden */
                     const double pj = exp(sc[j] - mx), *vr = vd + fa_widened_at(v, b, j, hk, 0);
                     sum += pj; /* (the statistics are of the undropped P) */
                     const double pz = fa_ref_mul(pj, fa_ref_dropout_z(&pb, &p, b, h, i, j));
-                    for (int64_t c = 0; c < d; c++) orow[c] += fa_ref_mul(pz, vr[c]);
+                    for (int64_t c = 0; c < dv; c++) orow[c] += fa_ref_mul(pz, vr[c]);
                 }
                 if (nan || isnan(sum)) sum = NAN;
                 if (sum > 0.0 || isnan(sum))
-                    for (int64_t c = 0; c < d; c++) orow[c] = isnan(sum) ? NAN : orow[c] / sum;
+                    for (int64_t c = 0; c < dv; c++) orow[c] = isnan(sum) ? NAN : orow[c] / sum;
                 if (lse) lse[(b * pb.heads_q + h) * pb.seq_q + i] = sum > 0.0 || isnan(sum) ? mx + log(sum) : -INFINITY;
             }
         }

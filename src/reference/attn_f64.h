@@ -9,7 +9,7 @@
 
 #include "flashattn.h"
 
-/* o: [batch, seq_q, heads_q, head_dim] contiguous doubles; lse (may be NULL):
+/* o: [batch, seq_q, heads_q, v's head_dim] contiguous doubles; lse (may be NULL):
  * [batch, heads_q, seq_q]. Returns the validation status of the inputs. */
 flashattn_status fa_reference_fwd_f64(const flashattn_tensor *q, const flashattn_tensor *k,
                                       const flashattn_tensor *v, const flashattn_params *p,

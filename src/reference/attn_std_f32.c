@@ -25,12 +25,13 @@ flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn
     if (st) return st;
     /* The masking rules come from the library's own validation, so the
      * yardstick cannot disagree with it about which keys a row sees. */
-    flashattn_tensor oshape = *q;
+    flashattn_tensor oshape = flashattn_tensor_bshd((void *)q->data, q->dtype, q->batch, q->seqlen, q->heads,
+                                                    v->head_dim);
     if ((st = fa_validate_fwd(q, k, v, &oshape, NULL, &p, &pb))) return st;
-    const int64_t D = pb.head_dim;
+    const int64_t D = pb.head_dim, DV = pb.head_dim_v;
     const float scale = p.scale != 0.0f ? p.scale : 1.0f / sqrtf((float)D);
     float *s = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(float));
-    float *o = malloc((size_t)D * sizeof(float));
+    float *o = malloc((size_t)DV * sizeof(float));
     /* widened once: (float) of the double is the element's value, as before */
     double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
     if (!s || !o || !qd || !kd || !vd) {
@@ -55,7 +56,7 @@ flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn
                 const float sink = (float)fa_ref_sink(&p, h);
                 if (sink > mx) mx = sink;
                 if (sink != -INFINITY) sum += expf(sink - mx);
-                for (int64_t c = 0; c < D; c++) o[c] = 0.0f;
+                for (int64_t c = 0; c < DV; c++) o[c] = 0.0f;
                 if (mx == -INFINITY) end = lo; /* every key hidden */
                 for (int64_t j = lo; j < end; j++) {
                     s[j] = expf(s[j] - mx);
@@ -63,10 +64,10 @@ flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn
                 }
                 for (int64_t j = lo; j < end; j++) {
                     const double *vr = vd + fa_widened_at(v, b, j, hk, 0);
-                    for (int64_t c = 0; c < D; c++) o[c] += s[j] / sum * (float)vr[c];
+                    for (int64_t c = 0; c < DV; c++) o[c] += s[j] / sum * (float)vr[c];
                 }
-                double *orow = out + ((b * pb.seq_q + i) * pb.heads_q + h) * D;
-                for (int64_t c = 0; c < D; c++) orow[c] = round_to(o[c], out_dtype);
+                double *orow = out + ((b * pb.seq_q + i) * pb.heads_q + h) * DV;
+                for (int64_t c = 0; c < DV; c++) orow[c] = round_to(o[c], out_dtype);
             }
     free(s), free(o), free(qd), free(kd), free(vd);
     return FLASHATTN_OK;
