@@ -27,9 +27,8 @@
  *   - head_dim from 1 to FLASHATTN_MAX_HEAD_DIM; any seq_q, seq_k >= 0.
  *     head_dim_v, V's and O's head size, may differ from head_dim, Q's and
  *     K's (MLA's 576 / 512): it is each descriptor's own head_dim, and
- *     wherever a head_dim of V or O is named below it is head_dim_v. The
- *     forward and decode take any; the backward, head_dim_v = head_dim
- *     only (FLASHATTN_ERR_UNSUPPORTED).
+ *     wherever a head_dim of V, O, dO or dV is named below it is
+ *     head_dim_v.
  *   - causal and the sliding window (window_left, window_right) restrict the
  *     keys j that query i sees to
  *         i + off - window_left <= j <= i + off + window_right   (window)

@@ -6,10 +6,12 @@
  * within 1e-5, 16-bit ones within twice plain f32 attention's error):
  *   the forward on both drivers (the forward's; decode's for few rows,
  *     without the LSE), causal, windowed, GQA, softcap and a bias;
+ *   the backward (dQ, dK, dV; test_backward's rule, fa_bwd_pass_bounds),
+ *     with dropout, sinks and the deterministic flag too;
  *   decode on a full contiguous cache (1 and 3 splits), on a paged cache
  *     with k_new / v_new appended (the cache's rows checked too);
- *   shapes that disagree (o, v_new, the cache's v) and the backward, which
- *     takes head_dim_v = head_dim only: a status, nothing written.
+ *   shapes that disagree (o, v_new, the cache's v): a status, nothing
+ *     written.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +20,8 @@
 #include "api/backward.h"
 #include "api/decode.h"
 #include "api/forward.h"
+#include "reference/attn_bwd_f64.h"
+#include "reference/attn_bwd_std_f32.h"
 #include "reference/attn_f64.h"
 #include "reference/compare.h"
 #include "testutil.h"
@@ -29,6 +33,8 @@ typedef struct {
     float softcap;
     int bias;
     flashattn_dtype dt;
+    float dropout; /* (no decode then: it takes none) */
+    int sinks, deterministic;
 } vcase;
 
 static double fwd_bound(const vcase *c, const tt_tensor *q, const tt_tensor *k, const tt_tensor *v,
@@ -108,9 +114,15 @@ static void run_case(const vcase *c, uint64_t seed) {
     uint64_t rng = seed;
     tt_tensor q = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0), k = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 1, 0);
     tt_tensor v = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->dv, 0, 0); /* [b, h, s, d] strides */
+    tt_tensor dout = tt_alloc(c->dt, c->b, c->sq, c->hq, c->dv, 1, 0);
     tt_fill_normal(&q, &rng, 1.0), tt_fill_normal(&k, &rng, 1.0), tt_fill_normal(&v, &rng, 1.0);
+    tt_fill_normal(&dout, &rng, 1.0);
     flashattn_params p = flashattn_params_default();
     p.causal = c->causal, p.window_left = c->wl, p.softcap = c->softcap;
+    p.dropout_p = c->dropout, p.dropout_seed = 77, p.deterministic = c->deterministic;
+    float sinks[16];
+    for (int x = 0; x < 16; x++) sinks[x] = (float)tt_rand_normal(&rng);
+    if (c->sinks) p.sinks = sinks;
     float *bias = NULL;
     flashattn_scores bs;
     if (c->bias) { /* [1, heads_q, sq, sk] f32 */
@@ -124,6 +136,12 @@ static void run_case(const vcase *c, uint64_t seed) {
     TT_CHECK(fa_reference_fwd_f64(&q.t, &k.t, &v.t, &p, ref, rlse) == 0, "d=%lld dv=%lld: reference", (long long)c->d,
              (long long)c->dv);
     const double bound = fwd_bound(c, &q, &k, &v, &p, ref, no);
+    const size_t cnt[3] = {(size_t)(c->b * c->sq * c->hq * c->d), (size_t)(c->b * c->sk * c->hkv * c->d),
+                           (size_t)(c->b * c->sk * c->hkv * c->dv)};
+    double *g[3], *plain[3];
+    for (int x = 0; x < 3; x++) g[x] = malloc((cnt[x] + 1) * sizeof(double)), plain[x] = malloc((cnt[x] + 1) * sizeof(double));
+    TT_CHECK(fa_reference_bwd_f64(&q.t, &k.t, &v.t, &dout.t, &p, g[0], g[1], g[2]) == 0, "d=%lld dv=%lld: reference bwd",
+             (long long)c->d, (long long)c->dv);
     float *lse = malloc((ln + 1) * sizeof(float));
     const fa_kernels *isas[8];
     const int ni = c->dt == FLASHATTN_BF16 ? tt_isas_dot(isas, 8) : tt_isas(isas, 8);
@@ -146,7 +164,7 @@ static void run_case(const vcase *c, uint64_t seed) {
                  (long long)c->d, (long long)c->dv, err2);
         tt_free(&o2);
         /* decode over the keys as a full contiguous cache, 1 and 3 splits */
-        for (int splits = 1; c->sq <= c->sk && splits <= 3; splits += 2) {
+        for (int splits = 1; c->sq <= c->sk && !c->dropout && splits <= 3; splits += 2) {
             int32_t lens[4] = {(int32_t)c->sk, (int32_t)c->sk, (int32_t)c->sk, (int32_t)c->sk};
             flashattn_kv_cache cache;
             flashattn_kv_cache_init(&cache);
@@ -161,19 +179,31 @@ static void run_case(const vcase *c, uint64_t seed) {
                      (long long)c->dv, splits, s, s ? flashattn_last_error() : "", ed);
             tt_free(&od);
         }
-        if (!c->bias) paged_append(c, &k, &v, &q, &p, ref, isas[t], c->dt == FLASHATTN_F32 ? 1e-5 : bound);
-        /* the backward: not with head_dim_v != head_dim */
+        if (!c->bias && !c->dropout) paged_append(c, &k, &v, &q, &p, ref, isas[t], c->dt == FLASHATTN_F32 ? 1e-5 : bound);
+        /* the backward, on this forward's O and LSE: dV and dO of V's size */
         tt_tensor dq = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0), dk = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 1, 0);
         tt_tensor dv = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->dv, 1, 0);
-        tt_fill_sentinel(dq.mem, dq.bytes), tt_fill_sentinel(dk.mem, dk.bytes), tt_fill_sentinel(dv.mem, dv.bytes);
-        s = fa_bwd_ex(&q.t, &k.t, &v.t, &o.t, &o.t, lse, &dq.t, &dk.t, &dv.t, &p, NULL, 0, isas[t]);
-        TT_CHECK(s == FLASHATTN_ERR_UNSUPPORTED && tt_untouched(dq.mem, dq.bytes) && tt_untouched(dk.mem, dk.bytes) &&
-                     tt_untouched(dv.mem, dv.bytes),
-                 "[%s] d=%lld dv=%lld: backward status %d, or written", isa, (long long)c->d, (long long)c->dv, s);
+        s = fa_bwd_ex(&q.t, &k.t, &v.t, &o.t, &dout.t, lse, &dq.t, &dk.t, &dv.t, &p, NULL, 0, isas[t]);
+        double mag[3];
+        TT_CHECK(s == FLASHATTN_OK && fa_reference_bwd_std_f32(&q.t, &k.t, &v.t, &o.t, &dout.t, lse, &p, c->dt, plain[0],
+                                                               plain[1], plain[2], mag) == 0,
+                 "[%s] d=%lld dv=%lld: bwd status %d (%s)", isa, (long long)c->d, (long long)c->dv, s,
+                 s ? flashattn_last_error() : "");
+        const tt_tensor *got[3] = {&dq, &dk, &dv};
+        for (int x = 0; s == FLASHATTN_OK && x < 3; x++) {
+            double perr = 0.0;
+            for (size_t e = 0; e < cnt[x]; e++) perr = fmax(perr, fabs(plain[x][e] - g[x][e]));
+            const fa_bwd_bounds bd = fa_bwd_pass_bounds(c->dt, perr, fa_rms_diff(plain[x], g[x], cnt[x]), mag[x]);
+            const double e = tt_max_abs_err(got[x], g[x]), rms = fa_rms_err(&got[x]->t, g[x]);
+            TT_CHECK(e <= bd.max_bound && rms <= bd.rms_bound,
+                     "[%s] d=%lld dv=%lld: %s max err %.3g (%.3g), rms %.3g (%.3g)", isa, (long long)c->d,
+                     (long long)c->dv, x == 0 ? "dq" : x == 1 ? "dk" : "dv", e, bd.max_bound, rms, bd.rms_bound);
+        }
         tt_free(&dq), tt_free(&dk), tt_free(&dv), tt_free(&o);
     }
     free(lse), free(ref), free(rlse), free(bias);
-    tt_free(&q), tt_free(&k), tt_free(&v);
+    for (int x = 0; x < 3; x++) free(g[x]), free(plain[x]);
+    tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&dout);
 }
 
 /* Shapes that disagree: a status, nothing written. */
@@ -206,15 +236,18 @@ static void shapes(void) {
 
 int main(void) {
     static const vcase cases[] = {
-        {1, 70, 90, 2, 1, 64, 32, 0, -1, 0.0f, 0, FLASHATTN_F32},
-        {2, 33, 40, 4, 2, 40, 130, 1, -1, 0.0f, 0, FLASHATTN_F32},
-        {1, 20, 77, 4, 1, 128, 17, 1, 30, 20.0f, 1, FLASHATTN_F32},
-        {1, 40, 100, 2, 2, 96, 64, 1, -1, 0.0f, 0, FLASHATTN_F16},
-        {1, 64, 64, 2, 1, 33, 80, 0, 20, 0.0f, 1, FLASHATTN_BF16},
-        {1, 5, 150, 2, 1, 7, 3, 1, -1, 0.0f, 0, FLASHATTN_BF16},
+        {1, 70, 90, 2, 1, 64, 32, 0, -1, 0.0f, 0, FLASHATTN_F32, 0.0f, 0, 0},
+        {2, 33, 40, 4, 2, 40, 130, 1, -1, 0.0f, 0, FLASHATTN_F32, 0.0f, 0, 0},
+        {1, 20, 77, 4, 1, 128, 17, 1, 30, 20.0f, 1, FLASHATTN_F32, 0.0f, 0, 0},
+        {1, 40, 100, 2, 2, 96, 64, 1, -1, 0.0f, 0, FLASHATTN_F16, 0.0f, 0, 0},
+        {1, 64, 64, 2, 1, 33, 80, 0, 20, 0.0f, 1, FLASHATTN_BF16, 0.0f, 0, 0},
+        {1, 5, 150, 2, 1, 7, 3, 1, -1, 0.0f, 0, FLASHATTN_BF16, 0.0f, 0, 0},
         /* MLA's decode: 576 / 512, one kv-head for 16 query heads */
-        {1, 4, 200, 16, 1, 576, 512, 1, -1, 0.0f, 0, FLASHATTN_F32},
-        {1, 3, 130, 8, 1, 576, 512, 1, -1, 0.0f, 0, FLASHATTN_BF16},
+        {1, 4, 200, 16, 1, 576, 512, 1, -1, 0.0f, 0, FLASHATTN_F32, 0.0f, 0, 0},
+        {1, 3, 130, 8, 1, 576, 512, 1, -1, 0.0f, 0, FLASHATTN_BF16, 0.0f, 0, 0},
+        /* dropout, sinks, the deterministic backward */
+        {2, 50, 60, 4, 2, 48, 72, 1, -1, 0.0f, 0, FLASHATTN_F32, 0.2f, 1, 1},
+        {1, 37, 37, 2, 1, 80, 16, 0, 9, 0.0f, 1, FLASHATTN_BF16, 0.1f, 0, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(&cases[c], 80 + c);
     shapes();

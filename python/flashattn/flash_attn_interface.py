@@ -153,19 +153,9 @@ def _backward(q, k, v, out, dout, lse, dq, dk, dv, params):
     _lib.check(status, "flashattn_bwd")
 
 
-def _differentiable_dims(q, v):
-    """The backward takes v's head dim equal to q's only: say so before the
-    forward runs, not when backward() is called."""
-    if v.shape[-1] != q.shape[-1]:
-        raise NotImplementedError("flashattn: the backward needs v's head dim (%d) equal to q's "
-                                  "(%d); the forward alone (no tensor requiring grad, or "
-                                  "torch.no_grad()) takes any" % (v.shape[-1], q.shape[-1]))
-
-
 class _FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, params):
-        _differentiable_dims(q, v)
         q, k, v = readable(q, "q"), readable(k, "k"), readable(v, "v")
         out, lse = _forward(q, k, v, params)
         ctx.save_for_backward(q, k, v, out, lse)
@@ -340,7 +330,6 @@ def _varlen_backward(q, k, v, out, dout, lse, dq, dk, dv, params):
 class _FlashAttnVarlenFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, params, keep):
-        _differentiable_dims(q, v)
         q, k, v = _packed(q, "q"), _packed(k, "k"), _packed(v, "v")
         out, lse = _varlen_forward(q, k, v, params)
         ctx.save_for_backward(q, k, v, out, lse)

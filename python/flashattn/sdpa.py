@@ -11,9 +11,8 @@ dbias). dropout_p drops as torch does (P times mask / (1 - p)), the mask
 from the library's Philox stream, seeded from torch's CPU generator (so
 torch.manual_seed reproduces it; the masks are not torch's own). What the
 library cannot compute raises (NotImplementedError): float64 and other
-dtypes, tensors off the CPU, more than four dimensions, a value head dim
-other than the query's when a gradient is asked for, a scale of 0 or not
-finite. Inputs torch itself rejects raise RuntimeError, as torch does.
+dtypes, tensors off the CPU, more than four dimensions, a scale of 0 or
+not finite. Inputs torch itself rejects raise RuntimeError, as torch does.
 
 The one difference in results: a row that sees no key (a bool mask all
 False on it, a float mask all -inf, or both) gets out = 0 and zero
@@ -163,8 +162,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     on the CPU; earlier torch versions return NaN rows.
     dropout_p drops P as torch does, with the library's own masks.
     Raises NotImplementedError for what the library cannot compute:
-    float64 or other dtypes, tensors off the CPU, more than 4 dimensions, a value head dim
-    other than query's when a gradient is asked for, a scale of 0 or not finite.
+    float64 or other dtypes, tensors off the CPU, more than 4 dimensions, a scale of 0 or
+    not finite.
     """
     for t, name in ((query, "query"), (key, "key"), (value, "value")):
         _check(t, name)
@@ -200,11 +199,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise RuntimeError("scaled_dot_product_attention: key must be (.., seq_k, %d) and value "
                            "(.., seq_k, dim_v), got key %s, value %s"
                            % (dim, tuple(key.shape), tuple(value.shape)))
-    if v.shape[3] != dim and torch.is_grad_enabled() and any(
-            t.requires_grad for t in (query, key, value)):
-        raise NotImplementedError("flashattn: the backward needs value's head dim (%d) equal to "
-                                  "query's and key's (%d); the forward alone takes any"
-                                  % (v.shape[3], dim))
     batch = _broadcast([q.shape[0], k.shape[0], v.shape[0]], "batch")
     hq, hk, hv = q.shape[1], k.shape[1], v.shape[1]
     if enable_gqa:

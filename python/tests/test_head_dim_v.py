@@ -1,7 +1,7 @@
 """A value head size different from the query/key one (MLA's 576 / 512):
 the forward and the KV-cache call from NumPy against the float64
 reference (the pass rules of test_numpy_forward), from torch against SDPA,
-and the backward, which needs them equal, refusing before the forward."""
+and the gradients against float64 autograd."""
 
 import ml_dtypes
 import numpy as np
@@ -68,14 +68,23 @@ def test_torch_forward_and_kvcache_match_sdpa():
     assert out.shape == (2, 30, 4, 48) and (out - want).abs().max() <= 1e-5
 
 
-def test_torch_backward_refused_before_the_forward():
+def test_torch_gradients_match_float64_autograd():
     torch = pytest.importorskip("torch")
+    F = torch.nn.functional
     from flashattn import flash_attn_func, scaled_dot_product_attention
-    q, k = torch.randn(1, 8, 2, 32, requires_grad=True), torch.randn(1, 8, 2, 32)
-    v = torch.randn(1, 8, 2, 16)
-    with pytest.raises(NotImplementedError, match="head dim"):
-        flash_attn_func(q, k, v)
-    with pytest.raises(NotImplementedError, match="head dim"):
-        scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
-    with torch.no_grad():
-        assert flash_attn_func(q, k, v).shape == (1, 8, 2, 16)
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 20, 4, 40, generator=g), torch.randn(2, 26, 2, 40, generator=g),
+               torch.randn(2, 26, 2, 72, generator=g))
+    dout = torch.randn(2, 20, 4, 72, generator=g)
+    ins = [t.clone().requires_grad_() for t in (q, k, v)]
+    flash_attn_func(*ins, causal=True).backward(dout)
+    ref = [t.double().requires_grad_() for t in (q, k, v)]
+    kr, vr = (t.repeat_interleave(2, dim=2) for t in ref[1:])
+    F.scaled_dot_product_attention(ref[0].transpose(1, 2), kr.transpose(1, 2), vr.transpose(1, 2),
+                                   attn_mask=torch.ones(20, 26, dtype=torch.bool).tril(6)
+                                   ).transpose(1, 2).backward(dout.double())
+    for got, want in zip(ins, ref):
+        assert (got.grad.double() - want.grad).abs().max() <= 2e-5
+    ins2 = [t.clone().transpose(1, 2).requires_grad_() for t in (q, k, v)]
+    scaled_dot_product_attention(*ins2, enable_gqa=True).sum().backward()
+    assert ins2[2].grad.shape == (2, 2, 26, 72)

@@ -706,9 +706,6 @@ flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tens
                                  fa_bwd_problem *pb) {
     flashattn_status s;
     if ((s = fa_validate_fwd(q, k, v, o, NULL, p, &pb->f))) return s;
-    if (pb->f.head_dim_v != pb->f.head_dim)
-        return fa_fail(FLASHATTN_ERR_UNSUPPORTED, "backward: v's head_dim (%lld) must be q's (%lld)",
-                       (long long)pb->f.head_dim_v, (long long)pb->f.head_dim);
     if (pb->f.seq_k > FLASHATTN_MAX_BWD_SEQ ||
         (pb->f.group > 0 && pb->f.seq_q > FLASHATTN_MAX_BWD_SEQ / pb->f.group))
         return fa_fail(FLASHATTN_ERR_UNSUPPORTED,

@@ -21,6 +21,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/size.h"
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "driver/careful.h"
@@ -59,8 +60,8 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
                         float *tmp) {
     const fa_problem *f = &pb->f;
     /* sq: the packed rows' count, the layout's; the sequence has seq_q of them */
-    const int64_t d = f->head_dim, nr = kern->nr, bm = plan->block_m, sq = f->seq_q;
-    const int64_t da = d + 1, cols = plan->col_panels * nr;
+    const int64_t d = f->head_dim, dv = f->head_dim_v, nr = kern->nr, bm = plan->block_m, sq = f->seq_q;
+    const int64_t da = d + 1, dva = dv + 1, cols = plan->col_panels * nr, cols_v = plan->col_panels_v * nr;
     const int64_t b = seq->qb, h = hk * f->group + hi, q0 = seq->q0;
     const int64_t i0 = qb * bm, i1 = i0 + bm < seq->seq_q ? i0 + bm : seq->seq_q;
     void *head = fa_bwd_head(plan, gbase, hi);
@@ -68,11 +69,11 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
     float *qt = fa_bwd_head_part(plan, head, FA_BWD_HEAD_QT);
     float *dos = fa_bwd_head_part(plan, head, FA_BWD_HEAD_DOS);
     float *dot = fa_bwd_head_part(plan, head, FA_BWD_HEAD_DOT);
-    float *qr = tmp, *dr = tmp + cols, *orow = tmp + 2 * cols;
+    float *qr = tmp, *dr = tmp + fa_round_up_i64(cols, 16), *orow = dr + fa_round_up_i64(cols_v, 16);
     const float *lse = fa_lse_at(f, (float *)pb->lse, seq, h, 0);
 
     memset(qr + d, 0, (size_t)(cols - d) * sizeof(float));
-    memset(dr + d, 0, (size_t)(cols - d) * sizeof(float));
+    memset(dr + dv, 0, (size_t)(cols_v - dv) * sizeof(float));
     /* Q^T in base 2, each element rounded as the forward rounds it (so S is
      * the forward's S bit for bit: the exact widening, then one product);
      * the rows carry the natural scale, so dK needs no rescaling at the
@@ -81,40 +82,42 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
      * on a panel (block_m is a multiple of nr). On the bf16 dot-product
      * route the panels hold pairs of Q's and dO's own bf16 elements
      * (2p, 2p + 1), zero on top past an odd head_dim, which gemm_bf16
-     * scales as the forward's does; the LSE and D row stays at row d. */
+     * scales as the forward's does; the LSE and D rows stay at rows d and
+     * dv. */
     if (!plan->bf16_dot)
         for (int64_t p0 = i0; p0 < i1; p0 += nr) {
             const int rows = (int)(i1 - p0 < nr ? i1 - p0 : nr);
-            float *qp = qt + p0 / nr * da * nr, *dop = dot + p0 / nr * da * nr;
+            float *qp = qt + p0 / nr * da * nr, *dop = dot + p0 / nr * dva * nr;
             kern->transpose(qp, nr, fa_row_ptr(f->q, b, q0 + p0, h), f->q->stride_seq,
                             f->q->dtype, rows, d);
             kern->scale(qp, d * nr, f->scale_log2);
             kern->transpose(dop, nr, fa_row_ptr(pb->dout, b, q0 + p0, h), pb->dout->stride_seq,
-                            pb->dout->dtype, rows, d);
+                            pb->dout->dtype, rows, dv);
         }
     for (int64_t i = i0; i < i1; i++) {
         kern->load(qr, fa_row_ptr(f->q, b, q0 + i, h), f->q->dtype, d, 1.0f);
-        kern->load(dr, fa_row_ptr(pb->dout, b, q0 + i, h), pb->dout->dtype, d, 1.0f);
-        kern->load(orow, fa_row_ptr(f->o, b, q0 + i, h), f->o->dtype, d, 1.0f);
-        float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
+        kern->load(dr, fa_row_ptr(pb->dout, b, q0 + i, h), pb->dout->dtype, dv, 1.0f);
+        kern->load(orow, fa_row_ptr(f->o, b, q0 + i, h), f->o->dtype, dv, 1.0f);
+        float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * dva * nr + i % nr;
         if (plan->bf16_dot) {
             fa_pairs_down((uint32_t *)qp, nr, fa_row_ptr(f->q, b, q0 + i, h), d);
-            fa_pairs_down((uint32_t *)dop, nr, fa_row_ptr(pb->dout, b, q0 + i, h), d);
+            fa_pairs_down((uint32_t *)dop, nr, fa_row_ptr(pb->dout, b, q0 + i, h), dv);
         }
         kern->scale(qr, d, pb->scale);
-        for (int64_t p = 0; p < plan->col_panels; p++) {
+        for (int64_t p = 0; p < plan->col_panels; p++)
             memcpy(qs + (p * sq + i) * nr, qr + p * nr, (size_t)nr * sizeof(float));
+        for (int64_t p = 0; p < plan->col_panels_v; p++)
             memcpy(dos + (p * sq + i) * nr, dr + p * nr, (size_t)nr * sizeof(float));
-        }
         qp[d * nr] = lse2(lse[i]);
-        dop[d * nr] = (float)row_dot(dr, orow, d, kern->careful);
+        dop[dv * nr] = (float)row_dot(dr, orow, dv, kern->careful);
     }
     /* Queries past seq_q in the last panel: P = 0 and dP - D = 0. */
     for (int64_t i = i1; i1 == seq->seq_q && i % nr; i++) {
-        float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * da * nr + i % nr;
-        for (int64_t c = 0; c < d; c++) qp[c * nr] = dop[c * nr] = 0.0f;
+        float *qp = qt + i / nr * da * nr + i % nr, *dop = dot + i / nr * dva * nr + i % nr;
+        for (int64_t c = 0; c < d; c++) qp[c * nr] = 0.0f;
+        for (int64_t c = 0; c < dv; c++) dop[c * nr] = 0.0f;
         qp[d * nr] = INFINITY;
-        dop[d * nr] = 0.0f;
+        dop[dv * nr] = 0.0f;
     }
     for (int s = 0; s < plan->slots; s++)
         memset(fa_bwd_slot(plan, f, gbase, s, hi, qb), 0, (size_t)(d * bm) * sizeof(float));
@@ -150,16 +153,17 @@ static int reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, cons
 }
 
 /* dK = dV = 0 on the keys of sequence b past seqused_k: rows that hold
- * keys of no sequence get gradients of none. row: head_dim floats. */
+ * keys of no sequence get gradients of none. row: max(head_dim,
+ * head_dim_v) floats. */
 static void clear_unused_keys(const fa_bwd_problem *pb, const fa_kernels *kern, int64_t b, float *row) {
     const fa_problem *f = &pb->f;
     const fa_seq seq = fa_seq_of(f, b);
-    const int64_t d = f->head_dim;
-    memset(row, 0, (size_t)d * sizeof(float));
+    const int64_t d = f->head_dim, dv = f->head_dim_v;
+    memset(row, 0, (size_t)(d > dv ? d : dv) * sizeof(float));
     for (int64_t j = seq.k0 + seq.seq_k; j < f->cu_k[b + 1]; j++)
         for (int64_t hk = 0; hk < f->heads_kv; hk++) {
             kern->store((void *)fa_row_ptr(pb->dk, seq.kb, j, hk), pb->dk->dtype, row, d, 1.0f);
-            kern->store((void *)fa_row_ptr(pb->dv, seq.kb, j, hk), pb->dv->dtype, row, d, 1.0f);
+            kern->store((void *)fa_row_ptr(pb->dv, seq.kb, j, hk), pb->dv->dtype, row, dv, 1.0f);
         }
 }
 
@@ -174,10 +178,10 @@ static void clear_dbias_row(const flashattn_scores *t, int64_t u) {
 /* dsinks[h] = -sum over the rows of head h of exp(sink_h - LSE_i) D_i,
  * with D_i the same rowsum(dO * O) the packing computes: in double, the
  * rows in order, one thread per head, so the same bits whatever the
- * thread count. tmp: 2 * head_dim floats. */
+ * thread count. tmp: 2 * head_dim_v floats. */
 static void sink_grad(const fa_bwd_problem *pb, const fa_kernels *kern, int64_t h, float *tmp) {
     const fa_problem *f = &pb->f;
-    const int64_t d = f->head_dim;
+    const int64_t d = f->head_dim_v; /* dO's and O's */
     const double sink = f->sinks[h];
     float *dr = tmp, *orow = tmp + d;
     double sum = 0.0;

@@ -42,8 +42,8 @@
 /* This item's keys and its thread's tiles. */
 typedef struct {
     int64_t j0, j1;
-    const float *kaug, *vaug, *kt; /* [keys][d+1] twice, [d][block_n] */
-    float *dk, *dv;                /* [keys][dp] accumulators */
+    const float *kaug, *vaug, *kt; /* [keys][d+1], [keys][dv+1], [d][block_n] */
+    float *dk, *dv;                /* [keys][dp], [keys][dvp] accumulators */
     float *st, *dpt, *dqt;         /* [keys][tile_ld] twice, [d][bm] */
     float *cols;                   /* dot route or softcap: lse2 and D of a step's queries */
     float *dcap;                   /* softcap: 1 - tanh^2, [keys][tile_ld] */
@@ -91,13 +91,13 @@ static void add_dbias(const fa_bwd_problem *pb, const fa_seq *seq, const q_tile 
 static void dropout_tile(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                          const fa_seq *seq, const kv_item *t, const q_tile *q, int64_t m) {
     const fa_problem *f = &pb->f;
-    const int64_t lt = plan->tile_ld, d = f->head_dim, da = d + 1, nr = kern->nr;
+    const int64_t lt = plan->tile_ld, dv = f->head_dim_v, dva = dv + 1, nr = kern->nr;
     const int64_t m16 = fa_round_up_i64(m, FA_COL_ALIGN);
     const int keys = (int)(t->j1 - t->j0);
     float *dd = t->cols + fa_round_up_i64(plan->block_m, FA_COL_ALIGN); /* D per query */
     if (!plan->bf16_dot) /* (the dot route's dot_scores put them there) */
         for (int64_t c = 0; c < m16; c++)
-            dd[c] = q->dot[(q->i0 + c) / nr * da * nr + d * nr + (q->i0 + c) % nr];
+            dd[c] = q->dot[(q->i0 + c) / nr * dva * nr + dv * nr + (q->i0 + c) % nr];
     uint32_t key[2];
     fa_dropout_key(&f->dropout, seq->idx * f->heads_q + q->h, key);
     kern->dropout_cols(t->drop, lt, keys, m, key, (uint32_t)q->i0, f->dropout.offset, t->j0, f->dropout.threshold,
@@ -121,11 +121,12 @@ static void dropout_tile(const fa_bwd_problem *pb, const fa_bwd_plan *plan, cons
 }
 
 /* S^T - lse2 and dP^T - D of one tile on the bf16 dot-product route: the
- * products on gemm_bf16, then each query's lse2 and D (row d of its Q^T
- * and dO^T panels) subtracted. */
+ * products on gemm_bf16, then each query's lse2 and D (rows d and dv of
+ * its Q^T and dO^T panels) subtracted. */
 static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv_item *t,
                        const q_tile *q, const fa_problem *f) {
     const int64_t d = f->head_dim, bm = plan->block_m, lt = plan->tile_ld, da = d + 1, dh = (d + 1) / 2;
+    const int64_t dv = f->head_dim_v, dva = dv + 1, dvh = (dv + 1) / 2;
     const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
     const int64_t i0 = q->i0, m16 = fa_round_up_i64(q->i1 - i0, FA_COL_ALIGN);
     const uint16_t *k16 = (const uint16_t *)t->kaug, *v16 = (const uint16_t *)t->vaug;
@@ -133,21 +134,20 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
     float *dd = t->cols + fa_round_up_i64(bm, FA_COL_ALIGN);
     for (int64_t c = 0; c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
-        /* panel (i0 + c) / nr starts at (i0 + c) * da */
+        /* panel (i0 + c) / nr starts at (i0 + c) * da, and (i0 + c) * dva */
         const uint32_t *qp = (const uint32_t *)(q->qt + (i0 + c) * da);
-        const uint32_t *dop = (const uint32_t *)(q->dot + (i0 + c) * da);
+        const uint32_t *dop = (const uint32_t *)(q->dot + (i0 + c) * dva);
         for (int r = 0; r < keys; r += mr) {
             const int mm = keys - r < mr ? keys - r : mr;
             kern->gemm_bf16(mm, n, dh, k16 + r * 2 * dh, 2 * dh, qp, nr, st + r * lt + c, lt, 0,
                             f->scale_log2);
-            kern->gemm_bf16(mm, n, dh, v16 + r * 2 * dh, 2 * dh, dop, nr, dpt + r * lt + c, lt, 0,
+            kern->gemm_bf16(mm, n, dvh, v16 + r * 2 * dvh, 2 * dvh, dop, nr, dpt + r * lt + c, lt, 0,
                             1.0f);
         }
     }
     for (int64_t c = 0; c < m16; c++) {
-        const int64_t at = (i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr;
-        l2[c] = q->qt[at];
-        dd[c] = q->dot[at];
+        l2[c] = q->qt[(i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr];
+        dd[c] = q->dot[(i0 + c) / nr * dva * nr + dv * nr + (i0 + c) % nr];
     }
     for (int r = 0; r < keys; r++)
         for (int64_t c = 0; c < m16; c++) st[r * lt + c] -= l2[c], dpt[r * lt + c] -= dd[c];
@@ -161,12 +161,12 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
                  int tile) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
-    const int64_t lt = plan->tile_ld, da = d + 1;
+    const int64_t dvp = f->head_dim_v_pad, lt = plan->tile_ld, da = d + 1, dva = f->head_dim_v + 1;
     const int mr = kern->mr, nr = kern->nr;
     const int keys = (int)(t->j1 - t->j0);
     const int64_t i0 = q->i0, i1 = q->i1, m = i1 - i0, m16 = fa_round_up_i64(m, FA_COL_ALIGN);
-    /* i0 is a multiple of nr (block_m is), so its panel starts at i0 * da;
-     * column slice c of the rows starts at (c / nr) * seq_q * nr. */
+    /* i0 is a multiple of nr (block_m is), so its panels start at i0 * da
+     * and i0 * dva; column slice c of the rows starts at (c / nr) * seq_q * nr. */
     const int64_t slice = f->seq_q * nr;
     float *st = t->st, *dpt = t->dpt;
 
@@ -182,8 +182,8 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     for (int64_t c = 0; !plan->bf16_dot && c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
         for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->vaug + r * da, da,
-                       q->dot + (i0 + c) * da, nr, dpt + r * lt + c, lt, 0);
+            kern->gemm(keys - r < mr ? keys - r : mr, n, dva, t->vaug + r * dva, dva,
+                       q->dot + (i0 + c) * dva, nr, dpt + r * lt + c, lt, 0);
     }
     /* The score stage; only tiles that cut some query's visible range need
      * the mask. The softcap wants each query's lse2 (row d of its panel;
@@ -214,11 +214,11 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
 
     /* dV += P^T dO and dK += dS^T (Q * scale): each element one FMA chain over the
      * query rows in order, continued across q-blocks and heads. */
-    for (int64_t c = 0; c < dp; c += nr) {
-        const int n = (int)(dp - c < nr ? dp - c : nr);
+    for (int64_t c = 0; c < dvp; c += nr) {
+        const int n = (int)(dvp - c < nr ? dvp - c : nr);
         for (int r = 0; r < keys; r += mr)
             kern->gemm(keys - r < mr ? keys - r : mr, n, m, st + r * lt, lt,
-                       q->dos + c / nr * slice + i0 * nr, nr, t->dv + r * dp + c, dp, 1);
+                       q->dos + c / nr * slice + i0 * nr, nr, t->dv + r * dvp + c, dvp, 1);
     }
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
@@ -266,6 +266,7 @@ int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_k
                     void *tw, const uint8_t *tiles) {
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
+    const int64_t dv = f->head_dim_v, dvp = f->head_dim_v_pad;
     const int64_t b = seq->kb, k0 = seq->k0;
     const int keys = (int)(j1 - j0);
     float *kaug = fa_bwd_tile(plan, tw, FA_BWD_THREAD_KAUG);
@@ -279,21 +280,22 @@ int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_k
 
     if (plan->bf16_dot) {
         /* K and V rows as given (pairs of elements) for S^T and dP^T; K^T in f32 */
-        const int64_t dh = (d + 1) / 2;
+        const int64_t dh = (d + 1) / 2, dvh = (dv + 1) / 2;
         uint16_t *k16 = (uint16_t *)kaug, *v16 = (uint16_t *)vaug;
         for (int r = 0; r < keys; r++) {
             const void *krow = fa_row_ptr(f->k, b, k0 + j0 + r, hk);
             memcpy(k16 + r * 2 * dh, krow, (size_t)d * sizeof(uint16_t));
-            memcpy(v16 + r * 2 * dh, fa_row_ptr(f->v, b, k0 + j0 + r, hk),
-                   (size_t)d * sizeof(uint16_t));
-            if (d & 1) k16[r * 2 * dh + d] = v16[r * 2 * dh + d] = 0;
+            memcpy(v16 + r * 2 * dvh, fa_row_ptr(f->v, b, k0 + j0 + r, hk),
+                   (size_t)dv * sizeof(uint16_t));
+            if (d & 1) k16[r * 2 * dh + d] = 0;
+            if (dv & 1) v16[r * 2 * dvh + dv] = 0;
         }
     }
     for (int r = 0; !plan->bf16_dot && r < keys; r++) {
-        float *kr = kaug + r * (d + 1), *vr = vaug + r * (d + 1);
+        float *kr = kaug + r * (d + 1), *vr = vaug + r * (dv + 1);
         kern->load(kr, fa_row_ptr(f->k, b, k0 + j0 + r, hk), f->k->dtype, d, 1.0f);
-        kern->load(vr, fa_row_ptr(f->v, b, k0 + j0 + r, hk), f->v->dtype, d, 1.0f);
-        kr[d] = vr[d] = -1.0f;
+        kern->load(vr, fa_row_ptr(f->v, b, k0 + j0 + r, hk), f->v->dtype, dv, 1.0f);
+        kr[d] = vr[dv] = -1.0f;
     }
     /* K^T, widened, by the packing's transposing copy (an element-by-element
      * loop here is a large share of a backward with few query rows) */
@@ -301,7 +303,7 @@ int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_k
         kern->transpose(kt, bn, fa_row_ptr(f->k, b, k0 + j0, hk), f->k->stride_seq, f->k->dtype,
                         keys, d);
     memset(t.dk, 0, (size_t)(keys * dp) * sizeof(float));
-    memset(t.dv, 0, (size_t)(keys * dp) * sizeof(float));
+    memset(t.dv, 0, (size_t)(keys * dvp) * sizeof(float));
 
     /* The queries that see any of these keys form one range (key bounds grow
      * with the query); rows inside it that see none are masked tile by tile. */
@@ -320,10 +322,10 @@ int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_k
     if (plan->bf16_dot) kern->gemm_bf16_done();
 
     const fa_store_fn store = plan->stream_dkv ? kern->store_stream : kern->store;
-    const int finite = fa_floats_finite(t.dk, keys * dp) && fa_floats_finite(t.dv, keys * dp);
+    const int finite = fa_floats_finite(t.dk, keys * dp) && fa_floats_finite(t.dv, keys * dvp);
     for (int r = 0; r < keys; r++) {
         store((void *)fa_row_ptr(pb->dk, b, k0 + j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);
-        store((void *)fa_row_ptr(pb->dv, b, k0 + j0 + r, hk), pb->dv->dtype, t.dv + r * dp, d, 1.0f);
+        store((void *)fa_row_ptr(pb->dv, b, k0 + j0 + r, hk), pb->dv->dtype, t.dv + r * dvp, dv, 1.0f);
     }
     if (plan->stream_dkv) kern->store_fence();
     return finite;

@@ -2,14 +2,15 @@
  * Tile choice for the backward pass.
  *
  * A work item owns block_n keys and walks the q-blocks that see them, one
- * block_m x block_n tile at a time. Per thread (f32, d = head_dim):
- *     K, V rows + a -1 column   2 * block_n * (d + 1)   A operands of S^T, dP^T
+ * block_m x block_n tile at a time. Per thread (f32, d = head_dim, dv =
+ * head_dim_v, dp and dvp those padded):
+ *     K, V rows + a -1 column   block_n * (d + dv + 2)  A operands of S^T, dP^T
  *     K^T                       d * block_n             A operand of dQ^T
- *     dK, dV accumulators       2 * block_n * dp        read-modify-written every step
+ *     dK, dV accumulators       block_n * (dp + dvp)    read-modify-written every step
  *     S^T/P^T, dP^T/dS^T        2 * block_n * block_m
  *     dQ^T tile                 d * block_m
  * plus, streamed per step from the packed heads, Qs/dO rows and panels
- * (4 * block_m * (d + 1)). block_m is 128; block_n fills 3/4 of L2 with
+ * (2 * block_m * (d + dv + 2)). block_m is 128; block_n fills 3/4 of L2 with
  * the item's data (auto_block_n). Smaller tiles run slower
  * (docs/performance.md): the dK/dV products run over block_m query rows
  * per call and the dQ product over block_n keys, short calls spend more of
@@ -61,9 +62,10 @@ static int bytes3(size_t a, size_t b, size_t c, size_t *r) {
  * thread count. */
 static int auto_block_n(const fa_problem *pb, const fa_kernels *kern, int64_t bm) {
     const int64_t d = pb->head_dim, dp = pb->head_dim_pad, mr = kern->mr;
+    const int64_t dv = pb->head_dim_v, dvp = pb->head_dim_v_pad;
     const fa_cpu_caches *cc = fa_cpu_caches_get();
     const int64_t l2 = cc->l2_bytes > 0 ? cc->l2_bytes : FA_BWD_L2_DEFAULT;
-    const int64_t per_key = (int64_t)sizeof(float) * (2 * (d + 1) + d + 2 * dp + 2 * bm);
+    const int64_t per_key = (int64_t)sizeof(float) * ((d + 1) + (dv + 1) + d + dp + dvp + 2 * bm);
     const int64_t fixed = (int64_t)sizeof(float) * d * bm;
     int64_t bn = (l2 * FA_BWD_L2_SHARE_NUM / FA_BWD_L2_SHARE_DEN - fixed) / per_key / mr * mr;
     if (bn > FA_BWD_MAX_KEYS / mr * mr) bn = FA_BWD_MAX_KEYS / mr * mr;
@@ -94,22 +96,25 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     plan->block_n = p->block_n > 0 ? p->block_n : auto_block_n(pb, kern, plan->block_m);
 
     const size_t d = (size_t)pb->head_dim, dp = (size_t)pb->head_dim_pad, nr = (size_t)kern->nr;
+    const size_t dv = (size_t)pb->head_dim_v, dvp = (size_t)pb->head_dim_v_pad;
     const size_t bm_ = (size_t)plan->block_m, bn = (size_t)plan->block_n, f = sizeof(float);
     const size_t group = (size_t)pb->group;
     plan->qblocks = (pb->seq_q + plan->block_m - 1) / plan->block_m;
     plan->kvblocks = (pb->seq_k + plan->block_n - 1) / plan->block_n;
     const size_t panels = ((size_t)pb->seq_q + nr - 1) / nr;
     plan->col_panels = (pb->head_dim_pad + kern->nr - 1) / kern->nr;
-    const size_t row_cols = (size_t)plan->col_panels * nr;
-    size_t rows_b, panels_b, slot_b;
-    if (!bytes3((size_t)pb->seq_q, row_cols, f, &rows_b) || !bytes3(panels, (d + 1) * nr, f, &panels_b) ||
+    plan->col_panels_v = (pb->head_dim_v_pad + kern->nr - 1) / kern->nr;
+    const size_t row_cols = (size_t)plan->col_panels * nr, row_cols_v = (size_t)plan->col_panels_v * nr;
+    size_t rows_b, rows_v_b, panels_b, panels_v_b, slot_b;
+    if (!bytes3((size_t)pb->seq_q, row_cols, f, &rows_b) || !bytes3((size_t)pb->seq_q, row_cols_v, f, &rows_v_b) ||
+        !bytes3(panels, (d + 1) * nr, f, &panels_b) || !bytes3(panels, (dv + 1) * nr, f, &panels_v_b) ||
         !bytes3((size_t)plan->qblocks * bm_, d, f, &slot_b))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
     fa_layout_init(&plan->head, "bwd head");
     fa_layout_array(&plan->head, FA_BWD_HEAD_QS, "q rows", 1, rows_b);
     fa_layout_array(&plan->head, FA_BWD_HEAD_QT, "q^t panels", 1, panels_b);
-    fa_layout_array(&plan->head, FA_BWD_HEAD_DOS, "do rows", 1, rows_b);
-    fa_layout_array(&plan->head, FA_BWD_HEAD_DOT, "do^t panels", 1, panels_b);
+    fa_layout_array(&plan->head, FA_BWD_HEAD_DOS, "do rows", 1, rows_v_b);
+    fa_layout_array(&plan->head, FA_BWD_HEAD_DOT, "do^t panels", 1, panels_v_b);
     if (plan->head.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
 
@@ -146,16 +151,17 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     plan->bf16_dot = kern->bf16_dot && pb->q->dtype == FLASHATTN_BF16 &&
                      pb->k->dtype == FLASHATTN_BF16 && pb->v->dtype == FLASHATTN_BF16 &&
                      dout_dtype == FLASHATTN_BF16;
-    /* packing: Qs, dO and O rows; reduce: 16 dQ rows */
-    const size_t row_f = 3 * fa_round_up(row_cols, 16) > fa_round_up(16 * d, 16)
-                             ? 3 * fa_round_up(row_cols, 16) : fa_round_up(16 * d, 16);
+    /* packing: Qs, dO and O rows; reduce: 16 dQ rows (the rest, a zero row
+     * or dO and O rows, need less) */
+    const size_t pack_f = fa_round_up(row_cols, 16) + 2 * fa_round_up(row_cols_v, 16);
+    const size_t row_f = pack_f > fa_round_up(16 * d, 16) ? pack_f : fa_round_up(16 * d, 16);
     fa_layout *t = &plan->thread;
     fa_layout_init(t, "bwd thread");
     fa_layout_array(t, FA_BWD_THREAD_KAUG, "k rows", 1, bn * (d + 1) * f);
-    fa_layout_array(t, FA_BWD_THREAD_VAUG, "v rows", 1, bn * (d + 1) * f);
+    fa_layout_array(t, FA_BWD_THREAD_VAUG, "v rows", 1, bn * (dv + 1) * f);
     fa_layout_array(t, FA_BWD_THREAD_KT, "k^t", 1, d * bn * f);
     fa_layout_array(t, FA_BWD_THREAD_DK, "dk", 1, bn * dp * f);
-    fa_layout_array(t, FA_BWD_THREAD_DV, "dv", 1, bn * dp * f);
+    fa_layout_array(t, FA_BWD_THREAD_DV, "dv", 1, bn * dvp * f);
     fa_layout_array(t, FA_BWD_THREAD_ST, "s^t", 1, bn * lt * f);
     fa_layout_array(t, FA_BWD_THREAD_DPT, "dp^t", 1, bn * lt * f);
     fa_layout_array(t, FA_BWD_THREAD_DQT, "dq^t", 1, d * bm_ * f);
@@ -166,7 +172,8 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
     fa_layout_array(t, FA_BWD_THREAD_DCAP, "softcap's 1 - tanh^2", 1, cap ? bn * lt * f : 0);
     fa_layout_array(t, FA_BWD_THREAD_DROP, "dropout's Z", 1, drop ? bn * lt * f : 0);
     /* (products of validated sizes: heads_kv * head_dim and seq_k fit) */
-    plan->stream_dkv = 2 * pb->k->batch * pb->k->seqlen * pb->heads_kv * pb->head_dim >= FA_BWD_STREAM_ELEMS;
+    plan->stream_dkv =
+        pb->k->batch * pb->k->seqlen * pb->heads_kv * (pb->head_dim + pb->head_dim_v) >= FA_BWD_STREAM_ELEMS;
 
     const int64_t groups = pb->batch * pb->heads_kv;
     const size_t group_bytes = plan->group.size;

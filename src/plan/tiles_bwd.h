@@ -37,7 +37,8 @@ typedef struct fa_bwd_plan {
     int64_t qblocks, kvblocks;
     int64_t groups_per_pass;
 
-    int64_t col_panels;       /* ceil(head_dim_pad / nr) */
+    int64_t col_panels;       /* ceil(head_dim_pad / nr): Q's rows */
+    int64_t col_panels_v;     /* ceil(head_dim_v_pad / nr): dO's rows */
     fa_layout ws;             /* FA_BWD_WS_*: the whole workspace */
     fa_layout group;          /* FA_BWD_GROUP_*: one (batch, kv-head) group's area */
     fa_layout head;           /* FA_BWD_HEAD_*: one packed query head */
@@ -65,20 +66,23 @@ enum { FA_BWD_WS_GROUPS, FA_BWD_WS_THREADS, FA_BWD_WS_TILES };
 enum { FA_BWD_GROUP_HEADS, FA_BWD_GROUP_DQ, FA_BWD_GROUP_LOCKS };
 
 /* One packed query head, in floats, where panels = ceil(seq_q / nr):
- *   QS   [col_panels][seq_q][nr]     Q * scale
- *   QT   [panels][head_dim + 1][nr]  Q * scale * log2(e); last row: LSE * log2(e)
- *   DOS  [col_panels][seq_q][nr]     dO
- *   DOT  [panels][head_dim + 1][nr]  dO^T; last row: D = rowsum(dO * O)
+ *   QS   [col_panels][seq_q][nr]       Q * scale
+ *   QT   [panels][head_dim + 1][nr]    Q * scale * log2(e); last row: LSE * log2(e)
+ *   DOS  [col_panels_v][seq_q][nr]     dO
+ *   DOT  [panels][head_dim_v + 1][nr]  dO^T; last row: D = rowsum(dO * O)
  * Q and dO rows are the B operands of dK and dV, read nr columns at a
- * time, so each nr-column slice of them is contiguous (zero past head_dim).
+ * time, so each nr-column slice of them is contiguous (zero past head_dim,
+ * head_dim_v).
  * On the bf16 dot-product route QT and DOT hold pairs of bf16 (the same
  * room suffices). */
 enum { FA_BWD_HEAD_QS, FA_BWD_HEAD_QT, FA_BWD_HEAD_DOS, FA_BWD_HEAD_DOT };
 
-/* One thread's tiles, in floats (d = head_dim, dp = head_dim_pad):
- *   KAUG, VAUG  [block_n][d + 1]   K and V rows with a -1 column (A of S^T, dP^T)
+/* One thread's tiles, in floats (d = head_dim, dp = head_dim_pad; dv,
+ * dvp likewise of head_dim_v):
+ *   KAUG, VAUG  [block_n][d + 1], [block_n][dv + 1]
+ *                                  K and V rows with a -1 column (A of S^T, dP^T)
  *   KT          [d][block_n]       K^T (A of dQ^T)
- *   DK, DV      [block_n][dp]      the item's accumulators
+ *   DK, DV      [block_n][dp], [block_n][dvp]  the item's accumulators
  *   ST, DPT     [block_n][tile_ld] S^T/P^T and dP^T/dS^T
  *   DQT         [d][block_m]       a step's dQ^T, before the locked add
  *   ROW         packing: Q, dO and O rows; reducing: 16 dQ rows

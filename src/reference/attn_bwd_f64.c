@@ -20,7 +20,8 @@ static flashattn_status problem(const flashattn_tensor *q, const flashattn_tenso
     *pp = p;
     if (s) return s;
     /* q doubles as o for validation: only o's shape matters there. */
-    flashattn_tensor oshape = *q;
+    flashattn_tensor oshape = flashattn_tensor_bshd((void *)q->data, q->dtype, q->batch, q->seqlen, q->heads,
+                                                    v->head_dim);
     if ((s = fa_validate_fwd(q, k, v, &oshape, NULL, &p, pb))) return s;
     *scale = p.scale != 0.0f ? (double)p.scale : 1.0 / sqrt((double)pb->head_dim);
     return FLASHATTN_OK;
@@ -61,7 +62,7 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
     double scale;
     flashattn_status s = problem(q, k, v, p, &pb, &scale, &pp);
     if (s) return s;
-    const int64_t d = pb.head_dim;
+    const int64_t d = pb.head_dim, dv = pb.head_dim_v;
     double *pr = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(double));
     double *dcap = malloc((size_t)(pb.seq_k > 0 ? pb.seq_k : 1) * sizeof(double));
     if (!pr || !dcap) {
@@ -74,14 +75,14 @@ flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flash
                 const int64_t hk = h / pb.group;
                 int64_t lo, end;
                 fa_ref_keys(&pb, i, &lo, &end);
-                const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
-                double *oi = o + row;
-                for (int64_t c = 0; c < d; c++) oi[c] = 0.0;
-                if (!softmax_row(&pb, &pp, scale, qd + row, kd, b, h, i, lo, end, pr, dcap)) continue;
+                const size_t row = (size_t)((b * pb.seq_q + i) * pb.heads_q + h);
+                double *oi = o + row * dv;
+                for (int64_t c = 0; c < dv; c++) oi[c] = 0.0;
+                if (!softmax_row(&pb, &pp, scale, qd + row * d, kd, b, h, i, lo, end, pr, dcap)) continue;
                 for (int64_t j = lo; j < end; j++) {
-                    const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
+                    const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * dv;
                     const double pz = fa_ref_mul(pr[j], fa_ref_dropout_z(&pb, &pp, b, h, i, j));
-                    for (int64_t c = 0; c < d; c++) oi[c] += fa_ref_mul(pz, vj[c]);
+                    for (int64_t c = 0; c < dv; c++) oi[c] += fa_ref_mul(pz, vj[c]);
                 }
             }
     free(pr), free(dcap);
@@ -97,8 +98,8 @@ static flashattn_status bwd_dbl(const flashattn_tensor *q, const flashattn_tenso
     double scale;
     flashattn_status s = problem(q, k, v, p, &pb, &scale, &pp);
     if (s) return s;
-    const int64_t d = pb.head_dim;
-    const size_t nk = (size_t)(pb.batch * pb.seq_k * pb.heads_kv * d);
+    const int64_t d = pb.head_dim, dvd = pb.head_dim_v;
+    const size_t nk = (size_t)(pb.batch * pb.seq_k * pb.heads_kv * d), nv = (size_t)(pb.batch * pb.seq_k * pb.heads_kv * dvd);
     size_t sk = (size_t)(pb.seq_k > 0 ? pb.seq_k : 1);
     double *pr = malloc(sk * sizeof(double)), *dp = malloc(sk * sizeof(double));
     double *dcap = malloc(sk * sizeof(double));
@@ -107,7 +108,7 @@ static flashattn_status bwd_dbl(const flashattn_tensor *q, const flashattn_tenso
         return FLASHATTN_ERR_OUT_OF_MEMORY;
     }
     memset(dk, 0, nk * sizeof(double));
-    memset(dv, 0, nk * sizeof(double));
+    memset(dv, 0, nv * sizeof(double));
     if (dbias) memset(dbias, 0, (size_t)(pb.batch * pb.heads_q * pb.seq_q * pb.seq_k) * sizeof(double));
     for (int64_t b = 0; b < pb.batch; b++)
         for (int64_t h = 0; h < pb.heads_q; h++)
@@ -115,21 +116,22 @@ static flashattn_status bwd_dbl(const flashattn_tensor *q, const flashattn_tenso
                 const int64_t hk = h / pb.group;
                 int64_t lo, end;
                 fa_ref_keys(&pb, i, &lo, &end);
-                const size_t row = (size_t)(((b * pb.seq_q + i) * pb.heads_q + h) * d);
-                const double *qi = qd + row, *doi = dod + row;
-                double *dqi = dq + row;
+                const size_t row = (size_t)((b * pb.seq_q + i) * pb.heads_q + h);
+                const double *qi = qd + row * d, *doi = dod + row * dvd;
+                double *dqi = dq + row * d;
                 for (int64_t c = 0; c < d; c++) dqi[c] = 0.0;
                 if (!softmax_row(&pb, &pp, scale, qi, kd, b, h, i, lo, end, pr, dcap)) continue;
                 /* with dropout Z: dP' = dO V^T is the gradient of P Z, so
                  * dL/dP = Z dP', D = sum P Z dP', dS = P (Z dP' - D) */
                 double D = 0.0;
                 for (int64_t j = lo; j < end; j++) {
-                    const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * d;
-                    dp[j] = fa_ref_mul(fa_ref_dot(doi, vj, d), fa_ref_dropout_z(&pb, &pp, b, h, i, j));
+                    const double *vj = vd + ((b * pb.seq_k + j) * pb.heads_kv + hk) * dvd;
+                    dp[j] = fa_ref_mul(fa_ref_dot(doi, vj, dvd), fa_ref_dropout_z(&pb, &pp, b, h, i, j));
                     D += fa_ref_mul(pr[j], dp[j]);
                 }
                 for (int64_t j = lo; j < end; j++) {
                     const size_t krow = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
+                    const size_t vrow = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * dvd);
                     const double dlogit = fa_ref_mul(pr[j], dp[j] - D);
                     const double pz = fa_ref_mul(pr[j], fa_ref_dropout_z(&pb, &pp, b, h, i, j));
                     if (dbias) dbias[((b * pb.heads_q + h) * pb.seq_q + i) * pb.seq_k + j] = dlogit;
@@ -137,8 +139,8 @@ static flashattn_status bwd_dbl(const flashattn_tensor *q, const flashattn_tenso
                     for (int64_t c = 0; c < d; c++) {
                         dqi[c] += scale * fa_ref_mul(ds, kd[krow + c]);
                         dk[krow + c] += scale * fa_ref_mul(ds, qi[c]);
-                        dv[krow + c] += fa_ref_mul(pz, doi[c]);
                     }
+                    for (int64_t c = 0; c < dvd; c++) dv[vrow + c] += fa_ref_mul(pz, doi[c]);
                 }
             }
     free(pr), free(dp), free(dcap);
@@ -157,9 +159,10 @@ flashattn_status fa_reference_dbias_f64(const flashattn_tensor *q, const flashat
                                         const flashattn_params *p, double *dbias) {
     const size_t nq = (size_t)(q->batch * q->seqlen * q->heads * q->head_dim);
     const size_t nk = (size_t)(k->batch * k->seqlen * k->heads * k->head_dim);
+    const size_t nv = (size_t)(v->batch * v->seqlen * v->heads * v->head_dim);
     double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
     double *dod = fa_tensor_widen(dout), *dq = malloc((nq ? nq : 1) * sizeof(double));
-    double *dk = malloc((nk ? nk : 1) * sizeof(double)), *dv = malloc((nk ? nk : 1) * sizeof(double));
+    double *dk = malloc((nk ? nk : 1) * sizeof(double)), *dv = malloc((nv ? nv : 1) * sizeof(double));
     flashattn_status s = qd && kd && vd && dod && dq && dk && dv
                              ? bwd_dbl(q, k, v, p, qd, kd, vd, dod, dq, dk, dv, dbias)
                              : FLASHATTN_ERR_OUT_OF_MEMORY;
@@ -178,7 +181,7 @@ flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn
     if (s) return s;
     if (!dout) return FLASHATTN_ERR_NULL_POINTER;
     if (dout->batch != q->batch || dout->seqlen != q->seqlen || dout->heads != q->heads ||
-        dout->head_dim != q->head_dim)
+        dout->head_dim != v->head_dim)
         return FLASHATTN_ERR_BAD_SHAPE;
     double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
     double *dod = fa_tensor_widen(dout);
@@ -198,7 +201,7 @@ flashattn_status fa_reference_dsinks_f64(const flashattn_tensor *q, const flasha
     flashattn_status s = problem(q, k, v, p, &pb, &scale, &pp);
     if (s) return s;
     if (!pp.sinks || !dout) return FLASHATTN_ERR_NULL_POINTER;
-    const int64_t d = pb.head_dim;
+    const int64_t d = pb.head_dim_v; /* O's and dO's */
     const size_t n = (size_t)(pb.batch * pb.seq_q * pb.heads_q * d);
     double *o = malloc((n ? n : 1) * sizeof(double));
     double *lse = malloc((size_t)(pb.batch * pb.heads_q * pb.seq_q + 1) * sizeof(double));

@@ -18,7 +18,8 @@
 #include "flashattn.h"
 
 /* dq: [batch, seq_q, heads_q, head_dim], dk and dv: [batch, seq_k,
- * heads_kv, head_dim], contiguous doubles. dout has o's (= q's) shape.
+ * heads_kv, head_dim] (dv: v's head_dim), contiguous doubles. dout has
+ * o's shape (q's, with v's head_dim).
  * Returns the validation status of the inputs, or OUT_OF_MEMORY. */
 flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn_tensor *k,
                                       const flashattn_tensor *v, const flashattn_tensor *dout,
@@ -27,14 +28,15 @@ flashattn_status fa_reference_bwd_f64(const flashattn_tensor *q, const flashattn
 
 /* The same on double inputs, for finite differences: q, k, v only give the
  * shapes (they are validated as flashattn_fwd would); the values are qd, kd,
- * vd, dod, contiguous [batch, seq, heads, head_dim] doubles. */
+ * vd, dod, contiguous [batch, seq, heads, head_dim] doubles (each its
+ * tensor's head_dim). */
 flashattn_status fa_reference_bwd_f64_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
                                           const flashattn_tensor *v, const flashattn_params *p,
                                           const double *qd, const double *kd, const double *vd,
                                           const double *dod, double *dq, double *dk, double *dv);
 
 /* The forward on double inputs (shapes and values as above): o is
- * [batch, seq_q, heads_q, head_dim]. What the gradients above are the
+ * [batch, seq_q, heads_q, v's head_dim]. What the gradients above are the
  * derivatives of: L = sum(o * dout) has dL/dq = dq, and so on. */
 flashattn_status fa_reference_fwd_f64_dbl(const flashattn_tensor *q, const flashattn_tensor *k,
                                           const flashattn_tensor *v, const flashattn_params *p,

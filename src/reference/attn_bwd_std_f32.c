@@ -26,12 +26,12 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
     flashattn_status s = fa_read_params(user, &p);
     if (s || (s = fa_validate_fwd(q, k, v, o, NULL, &p, &pb))) return s;
     if (!dout || !lse) return FLASHATTN_ERR_NULL_POINTER;
-    const int64_t d = pb.head_dim;
+    const int64_t d = pb.head_dim, dvd = pb.head_dim_v;
     const float scale = p.scale != 0.0f ? p.scale : 1.0f / sqrtf((float)d);
-    const size_t nk = (size_t)(pb.batch * pb.seq_k * pb.heads_kv * d);
-    float *gk = calloc(nk ? nk : 1, sizeof(float)), *gv = calloc(nk ? nk : 1, sizeof(float));
+    const size_t nk = (size_t)(pb.batch * pb.seq_k * pb.heads_kv * d), nv = (size_t)(pb.batch * pb.seq_k * pb.heads_kv * dvd);
+    float *gk = calloc(nk ? nk : 1, sizeof(float)), *gv = calloc(nv ? nv : 1, sizeof(float));
     float *gq = malloc((size_t)d * sizeof(float));
-    double *tk = calloc(nk ? nk : 1, sizeof(double)), *tv = calloc(nk ? nk : 1, sizeof(double));
+    double *tk = calloc(nk ? nk : 1, sizeof(double)), *tv = calloc(nv ? nv : 1, sizeof(double));
     double *tq = malloc((size_t)d * sizeof(double));
     /* widened once (attn_f64.h): the same values as element reads */
     double *qd = fa_tensor_widen(q), *kd = fa_tensor_widen(k), *vd = fa_tensor_widen(v);
@@ -53,30 +53,32 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
                 const double *dow = dod + fa_widened_at(dout, b, i, h, 0);
                 const double *ow = od + fa_widened_at(o, b, i, h, 0);
                 float D = 0.0f;
-                for (int64_t c = 0; c < d; c++) D += (float)dow[c] * (float)ow[c];
+                for (int64_t c = 0; c < dvd; c++) D += (float)dow[c] * (float)ow[c];
                 for (int64_t c = 0; c < d; c++) gq[c] = 0.0f, tq[c] = 0.0;
                 /* LSE = -inf: the row saw no key and contributes nothing */
                 for (int64_t j = lo; j < end && L != -INFINITY; j++) {
                     const double *kw = kd + fa_widened_at(k, b, j, hk, 0);
                     const double *vw = vd + fa_widened_at(v, b, j, hk, 0);
                     float sc = 0.0f, dp = 0.0f;
-                    for (int64_t c = 0; c < d; c++) {
-                        sc += (float)qw[c] * (float)kw[c];
-                        dp += (float)dow[c] * (float)vw[c];
-                    }
+                    for (int64_t c = 0; c < d; c++) sc += (float)qw[c] * (float)kw[c];
+                    for (int64_t c = 0; c < dvd; c++) dp += (float)dow[c] * (float)vw[c];
                     double dcap;
                     const float s = (float)fa_ref_score(&pb, &p, b, h, i, j, sc * scale, &dcap);
                     const float pj = expf(s - L), ds = pj * (dp - D) * (float)dcap;
                     const double t = (double)pj * (fabs(dp) + fabs(D)) * dcap;
                     const size_t kr = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * d);
+                    const size_t vr = (size_t)(((b * pb.seq_k + j) * pb.heads_kv + hk) * dvd);
                     for (int64_t c = 0; c < d; c++) {
-                        const double qc = qw[c], kc = kw[c], oc = dow[c];
+                        const double qc = qw[c], kc = kw[c];
                         gq[c] += ds * (float)kc;
                         gk[kr + c] += ds * (float)qc;
-                        gv[kr + c] += pj * (float)oc;
                         tq[c] += t * fabs(kc);
                         tk[kr + c] += t * fabs(qc);
-                        tv[kr + c] += pj * fabs(oc);
+                    }
+                    for (int64_t c = 0; c < dvd; c++) {
+                        const double oc = dow[c];
+                        gv[vr + c] += pj * (float)oc;
+                        tv[vr + c] += pj * fabs(oc);
                     }
                 }
                 double *qr = dq + ((b * pb.seq_q + i) * pb.heads_q + h) * d;
@@ -86,8 +88,12 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
                 }
             }
     for (size_t x = 0; x < nk; x++) {
-        dk[x] = round_to(gk[x] * scale, out_dt), dv[x] = round_to(gv[x], out_dt);
-        terms[1] = fmax(terms[1], tk[x] * fabs(scale)), terms[2] = fmax(terms[2], tv[x]);
+        dk[x] = round_to(gk[x] * scale, out_dt);
+        terms[1] = fmax(terms[1], tk[x] * fabs(scale));
+    }
+    for (size_t x = 0; x < nv; x++) {
+        dv[x] = round_to(gv[x], out_dt);
+        terms[2] = fmax(terms[2], tv[x]);
     }
     free(gk), free(gv), free(gq), free(tk), free(tv), free(tq);
     free(qd), free(kd), free(vd), free(od), free(dod);

@@ -17,7 +17,7 @@
 #include "flashattn.h"
 
 /* dq: contiguous [batch, seq_q, heads_q, head_dim] doubles, dk and dv:
- * [batch, seq_k, heads_kv, head_dim], holding the values rounded to
+ * [batch, seq_k, heads_kv, head_dim] (dv: v's), holding the values rounded to
  * out_dtype. terms[g] receives, for gradient g (dq, dk, dv), the largest sum
  * of the absolute values of the terms making up one element (P |dP - D| |K|
  * scale for dq, and so on): the scale of any f32 evaluation's rounding,
