@@ -600,6 +600,33 @@ static void test_dropout_row(const fa_kernels *kn, uint64_t *rng) {
     }
 }
 
+/* softcap_row against the portable kernel: the special values bit for
+ * bit (+-inf to +-cap with a zero derivative, NaN to NaN, +-0 kept), and
+ * random rows of every length around the vector width within 4 ulp of it
+ * (both are within the contract of the exact values; test_modifiers holds
+ * each to double's tanh). */
+static void test_softcap_row(const fa_kernels *kn, uint64_t *rng) {
+    float x[40], y[40], dx[40], dy[40];
+    const float special[6] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1e30f};
+    for (int c = 0; c < 40; c++) {
+        const int64_t n = c;
+        for (int64_t t = 0; t < n; t++) x[t] = y[t] = (float)(tt_rand_normal(rng) * 20.0);
+        for (int64_t t = 0; t < n && t < 6; t++) x[t] = y[t] = special[(t + c) % 6];
+        kn->softcap_row(x, n, 7.5f, dx);
+        fa_softcap_row_ref(y, n, 7.5f, dy);
+        for (int64_t t = 0; t < n; t++) {
+            const int exact = t < 6;
+            const int same = exact ? (isnan(x[t]) ? isnan(y[t]) && isnan(dx[t]) == isnan(dy[t])
+                                                 : !memcmp(&x[t], &y[t], 4) && dx[t] == dy[t])
+                                   : fabsf(x[t] - y[t]) <= 4.8e-7f * fabsf(y[t]) &&
+                                         fabsf(dx[t] - dy[t]) <= 1e-5f * dy[t] + 1e-30f;
+            TT_CHECK(same, "%s softcap_row n=%lld [%lld] of %g: %g (d %g) vs %g (d %g)", kn->isa, (long long)n,
+                     (long long)t, (double)(exact ? special[(t + c) % 6] : 0.0), (double)x[t], (double)dx[t],
+                     (double)y[t], (double)dy[t]);
+        }
+    }
+}
+
 /* Every table this build compiled: named by the list (kernels/isa_list.h),
  * no NULL entry (callers never test for one), and a bf16 route only on an
  * instruction of its own. Checked whether or not this CPU runs the table. */
@@ -655,6 +682,7 @@ int main(void) {
         test_convert(kn, &rng);
         test_transpose(kn, &rng);
         test_transpose_page_end(kn);
+        test_softcap_row(kn, &rng);
         test_dropout_row(kn, &rng);
         tested++;
     }

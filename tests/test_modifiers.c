@@ -19,7 +19,7 @@
 #include "api/decode.h"
 #include "api/forward.h"
 #include "core/dtype.h"
-#include "driver/score.h"
+#include "kernels/kernels.h"
 #include "reference/attn_bwd_f64.h"
 #include "reference/attn_bwd_std_f32.h"
 #include "reference/attn_f64.h"
@@ -504,16 +504,16 @@ static void dbias_errors(void) {
  * backward's factor); a negative scale, whose terms bound the backward by
  * their size. */
 static void softcap_extremes(void) {
-    /* the driver's tanh and 1 - tanh^2 against double's, |x| / cap from
-     * 1e-6 to 30, on every table's exp2: within a few ulp, relatively (for
-     * 1 - tanh^2, plus the 2y ulp its conditioning gives) */
+    /* every table's softcap_row, tanh and 1 - tanh^2, against double's,
+     * |x| / cap from 1e-6 to 30: within the kernel contract's ulp,
+     * relatively (for 1 - tanh^2, plus the 2y ulp its conditioning gives) */
     const fa_kernels *isas[8];
     const int ni = tt_isas(isas, 8);
     for (int t = 0; t < ni; t++) {
         float x[200], dc[200], in[200];
         const float cap = 7.0f;
         for (int j = 0; j < 200; j++) in[j] = x[j] = (j % 2 ? -1.0f : 1.0f) * cap * 1e-6f * powf(3e7f, (float)j / 199.0f);
-        fa_softcap(isas[t], x, 200, cap, dc);
+        isas[t]->softcap_row(x, 200, cap, dc);
         double terr = 0.0, derr = 0.0;
         for (int j = 0; j < 200; j++) {
             const double th = tanh((double)in[j] / cap), want = 1.0 - th * th;

@@ -122,34 +122,11 @@ static inline float fa_alibi2(const fa_scores *sc, int64_t i, int64_t j) {
     return -sc->slope2 * (float)(dist < 0 ? -dist : dist);
 }
 
-/* x[0..n) = cap * tanh(x / cap), and dcap[0..n) = 1 - tanh^2 when not
- * NULL. tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2 |y|) in (0, 1],
- * with the exponentials in one exp2_sum call (the kernels' vector exp2,
- * within 4 ulp): a scalar tanhf per score cost the forward 2.5 times
- * plain attention. Below |y| = 1/8, 1 - e cancels (a logit far under a
- * large cap lost digits in proportion to cap / |x|), so there tanh is its
- * odd series to y^7 (the next term is 1.3e-9 of it). 1 - tanh^2 is
- * 4e / (1 + e)^2, which does not cancel where the cap saturates. n at
- * most FA_MAX_BLOCK. */
-static inline void fa_softcap(const fa_kernels *kern, float *x, int64_t n, float cap, float *dcap) {
-    float e[FA_MAX_BLOCK];
-    const float k = -2.0f * 1.4426950408889634f / cap, inv = 1.0f / cap;
-    for (int64_t j = 0; j < n; j++) e[j] = fabsf(x[j]) * k;
-    kern->exp2_sum(e, n, 0.0f);
-    for (int64_t j = 0; j < n; j++) {
-        const float y = fabsf(x[j]) * inv, y2 = y * y, r = 1.0f / (1.0f + e[j]);
-        const float series = y * (1.0f + y2 * (-1.0f / 3.0f + y2 * (2.0f / 15.0f + y2 * (-17.0f / 315.0f))));
-        const float t = y < 0.125f ? series : (1.0f - e[j]) * r;
-        if (dcap) dcap[j] = 4.0f * e[j] * r * r;
-        x[j] = copysignf(cap * t, x[j]);
-    }
-}
-
 /* One row of scores: keys [j0, j0 + n) of query i; tile: the boolean
  * mask's state there (FA_TILE_MIXED without a summary). */
 static inline void fa_score_row(const fa_kernels *kern, const fa_scores *sc, float *row, int64_t i,
                                 int64_t j0, int64_t n, int full, int tile) {
-    if (sc->cap2 != 0.0f) fa_softcap(kern, row, n, sc->cap2, NULL);
+    if (sc->cap2 != 0.0f) kern->softcap_row(row, n, sc->cap2, NULL);
     if (sc->slope2 != 0.0f) {
         /* |i + diag - j| as at - j in float, j an int32 (n <= FA_MAX_BLOCK):
          * a loop the compiler vectorises, exact while the distance is
@@ -173,7 +150,7 @@ static inline void fa_score_tile_t(const fa_kernels *kern, const fa_scores *sc, 
             float *e = st + r * ld, *dc = dcap + r * ld;
             /* a query that sees no key (lse2 = +inf) has P = 0 already */
             for (int64_t c = 0; c < rows; c++) e[c] = isinf(lse2[c]) ? 0.0f : e[c] + lse2[c];
-            fa_softcap(kern, e, rows, sc->cap2, dc);
+            kern->softcap_row(e, rows, sc->cap2, dc);
             for (int64_t c = 0; c < rows; c++)
                 if (isinf(lse2[c])) e[c] = -INFINITY, dc[c] = 0.0f;
                 else e[c] -= lse2[c];

@@ -103,6 +103,13 @@ typedef struct fa_kernels {
      * columns without changing a result (tests/test_kernels.c checks). */
     float (*exp2_sum)(float *x, int64_t n, float m);
 
+    /* Softcap of a row: x[i] = cap * tanh(x[i] / cap), and, when dcap is
+     * not NULL, dcap[i] = 1 - tanh^2 (the derivative), for i < n; cap > 0.
+     * Relative error of tanh at most 8 ulp, of 1 - tanh^2 at most 16 + 4y
+     * ulp at y = |x| / cap (y's own rounding moves the exact value by 2y
+     * ulp); +-inf gives +-cap and 0, NaN gives NaN. */
+    void (*softcap_row)(float *x, int64_t n, float cap, float *dcap);
+
     /* x[i] *= a */
     void (*scale)(float *x, int64_t n, float a);
 

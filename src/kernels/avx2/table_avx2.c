@@ -23,4 +23,5 @@ const fa_kernels fa_kernels_avx2 = {
     .gemm_bf16_done = fa_noop_ref,
     .dropout_row = fa_dropout_row_avx2,
     .dropout_cols = fa_dropout_cols_avx2,
+    .softcap_row = fa_softcap_row_avx2,
 };

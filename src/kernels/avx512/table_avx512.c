@@ -12,4 +12,5 @@ const fa_kernels fa_kernels_avx512 = {
     .gemm_bf16_done = fa_noop_ref,
     .dropout_row = fa_dropout_row_avx2, /* AVX2 is there; the mask is the same bits */
     .dropout_cols = fa_dropout_cols_avx2,
+    .softcap_row = fa_softcap_row_avx2,
 };

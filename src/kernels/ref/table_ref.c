@@ -25,4 +25,5 @@ const fa_kernels fa_kernels_scalar = {
     .gemm_bf16_done = fa_noop_ref,
     .dropout_row = fa_dropout_row_ref,
     .dropout_cols = fa_dropout_cols_ref,
+    .softcap_row = fa_softcap_row_ref,
 };
