@@ -390,6 +390,46 @@ static void mask_as_causal(void) {
     tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&dout);
 }
 
+/* A boolean mask's forward is the same bits whatever block_m and the
+ * thread count (the strips of a mixed tile stop at their rows' last open
+ * key, and what they leave out adds exact zeros): document masks whose
+ * boundaries cut the q-blocks, a random mask with hidden rows and tiles. */
+static void mask_block_m_bits(void) {
+    const int64_t b = 1, sq = 300, sk = 300, hq = 2, d = 64;
+    uint64_t rng = 23;
+    tt_tensor q = tt_alloc(FLASHATTN_F32, b, sq, hq, d, 1, 0), k = tt_alloc(FLASHATTN_F32, b, sk, hq, d, 1, 0);
+    tt_tensor v = tt_alloc(FLASHATTN_F32, b, sk, hq, d, 1, 0);
+    tt_fill_normal(&q, &rng, 1.0), tt_fill_normal(&k, &rng, 1.0), tt_fill_normal(&v, &rng, 1.0);
+    uint8_t *mm = malloc((size_t)(sq * sk));
+    static const int blocks[4][2] = {{16, 1}, {48, 2}, {96, 1}, {0, 2}};
+    const fa_kernels *isas[8];
+    const int n = tt_isas(isas, 8);
+    for (int kind = 0; kind < 2; kind++) {
+        for (int64_t i = 0; i < sq; i++)
+            for (int64_t j = 0; j < sk; j++)
+                mm[i * sk + j] = kind == 0 ? i / 70 == j / 70 && j <= i /* causal documents of 70 */
+                                           : i % 37 != 5 && (j < 100 || j >= 180) && tt_rand_u64(&rng) % 4;
+        const flashattn_scores mask = {mm, FLASHATTN_F32, 1, 1, sq, sk, 0, 0, sk, 1};
+        for (int t = 0; t < n; t++) {
+            tt_tensor o[4];
+            float lse[4][2 * 300];
+            for (int w = 0; w < 4; w++) {
+                flashattn_params p = flashattn_params_default();
+                p.block_m = blocks[w][0], p.block_n = 64, p.num_threads = blocks[w][1], p.mask = &mask;
+                o[w] = tt_alloc(FLASHATTN_F32, b, sq, hq, d, 1, 0);
+                TT_CHECK(fa_fwd_ex(&q.t, &k.t, &v.t, &o[w].t, lse[w], &p, NULL, 0, isas[t]) == FLASHATTN_OK,
+                         "[%s] mask bits: status", isas[t]->isa);
+                TT_CHECK(!memcmp(o[0].mem, o[w].mem, o[0].bytes) && !memcmp(lse[0], lse[w], sizeof lse[0]),
+                         "[%s] %s mask: block_m %d, %d threads differ from block_m 16, 1 thread", isas[t]->isa,
+                         kind ? "random" : "document", blocks[w][0], blocks[w][1]);
+            }
+            for (int w = 0; w < 4; w++) tt_free(&o[w]);
+        }
+    }
+    free(mm);
+    tt_free(&q), tt_free(&k), tt_free(&v);
+}
+
 /* Decode over a full cache: the cache is the dense K and V. */
 static void decode(void) {
     for (int i = 0; i < 8; i++) {
@@ -546,6 +586,7 @@ int main(void) {
     softcap_extremes();
     sweep();
     mask_as_causal();
+    mask_block_m_bits();
     decode();
     return tt_finish("test_modifiers");
 }

@@ -97,6 +97,13 @@ FA_INLINE int64_t plan_strips(fwd_qblock *t, int64_t j0, int64_t j1) {
     for (int s = 0; s < t->strips; s++) {
         const int64_t r0 = t->i0 + s * t->kern->mr, r1 = r0 + strip_rows(t, s);
         t->cols[s] = (int32_t)fa_mask_strip_cols(mask, r0, r1, j0, j1, FA_EXP2_SUM_GRAIN);
+        if (t->tile == FA_TILE_MIXED && t->sc.has_mask && t->cols[s]) {
+            /* a boolean mask's mixed tile: the strip stops where its rows'
+             * last open key does (a document mask's strips skip the other
+             * documents' blocks outright) */
+            const int64_t open = fa_round_up_i64(fa_mask_open_end(&t->sc, r0, r1, j0, t->cols[s]), FA_EXP2_SUM_GRAIN);
+            if (open < t->cols[s]) t->cols[s] = (int32_t)open;
+        }
         t->first[s] = !t->started[s];
         if (t->cols[s] > most) most = t->cols[s];
     }

@@ -116,6 +116,22 @@ static inline void fa_score_arrays(const fa_scores *sc, float *x, int64_t stride
     }
 }
 
+/* One past the last key of [j0, j0 + n) the boolean mask opens to any of
+ * rows [i0, i1) (0: it opens none): where a strip of those rows can stop
+ * on a mixed tile, for the bytes the tile's masking reads anyway. */
+static inline int64_t fa_mask_open_end(const fa_scores *sc, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
+    int64_t end = 0;
+    for (int64_t i = i0; i < i1 && end < n; i++) {
+        const uint8_t *row = (const uint8_t *)sc->bmask.base + i * sc->bmask.sq + j0 * sc->bmask.sk;
+        for (int64_t j = n - 1; j >= end; j--)
+            if (row[j * sc->bmask.sk]) {
+                end = j + 1;
+                break;
+            }
+    }
+    return end;
+}
+
 /* ALiBi's term for query i, key j. */
 static inline float fa_alibi2(const fa_scores *sc, int64_t i, int64_t j) {
     const int64_t dist = i + sc->mask->diag - j;
