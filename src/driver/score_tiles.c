@@ -3,16 +3,44 @@
  * kv-block) tile of every slice the mask holds (broadcast batch and heads
  * count once) is hidden (no element attends), open (every element does)
  * or mixed. The drivers skip hidden tiles and leave the per-element mask
- * out of open ones. Each element within the problem's sizes is read once;
+ * out of open ones. Each element within the problem's sizes is read at
+ * most once (a tile stops being read once it is known to be mixed);
  * a tile past a shorter varlen sequence's end is judged on the whole
  * array, which can only make it mixed (always a correct answer).
  */
 #include "driver/score_tiles.h"
 
+#include <string.h>
+
 #include "driver/score.h"
 
 int64_t fa_score_tile_slices(const fa_problem *pb) {
     return pb->mask ? pb->mask->batch * pb->mask->heads : 0;
+}
+
+/* The state of rows [i0, i1) x keys [j0, j1): whether any element attends
+ * and whether any does not, eight bytes a step where the keys are
+ * contiguous (a word with a zero byte: the bit trick below is exact for
+ * whether there is one), stopping once both are known. */
+static int tile_state(const fa_score_slice *s, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    int open = 0, hidden = 0;
+    for (int64_t i = i0; i < i1 && !(open && hidden); i++) {
+        const uint8_t *row = (const uint8_t *)s->base + i * s->sq;
+        int64_t j = j0;
+        if (s->sk == 1)
+            for (; j + 8 <= j1; j += 8) {
+                uint64_t w;
+                memcpy(&w, row + j, sizeof w);
+                open |= w != 0;
+                hidden |= ((w - ones) & ~w & highs) != 0;
+            }
+        for (; j < j1; j++) {
+            const int on = row[j * s->sk] != 0;
+            open |= on, hidden |= !on;
+        }
+    }
+    return !open ? FA_TILE_HIDDEN : hidden ? FA_TILE_MIXED : FA_TILE_OPEN;
 }
 
 void fa_score_tiles_row(const fa_problem *pb, int64_t slice, int64_t qb, int64_t bm, int64_t bn,
@@ -24,12 +52,6 @@ void fa_score_tiles_row(const fa_problem *pb, int64_t slice, int64_t qb, int64_t
     uint8_t *out = tiles + (slice * qblocks + qb) * kvblocks;
     for (int64_t kb = 0; kb < kvblocks; kb++) {
         const int64_t j0 = kb * bn, j1 = j0 + bn < pb->seq_k ? j0 + bn : pb->seq_k;
-        int64_t seen = 0;
-        for (int64_t i = i0; i < i1; i++) {
-            const uint8_t *row = (const uint8_t *)s.base + i * s.sq;
-            for (int64_t j = j0; j < j1; j++) seen += row[j * s.sk] != 0;
-        }
-        const int64_t all = (i1 - i0) * (j1 - j0);
-        out[kb] = seen == 0 ? FA_TILE_HIDDEN : seen == all ? FA_TILE_OPEN : FA_TILE_MIXED;
+        out[kb] = (uint8_t)(i1 > i0 && j1 > j0 ? tile_state(&s, i0, i1, j0, j1) : FA_TILE_HIDDEN);
     }
 }
