@@ -28,16 +28,6 @@ typedef struct {
     flashattn_dtype dt;
 } hcase;
 
-static double fwd_bound(const hcase *c, const tt_tensor *q, const tt_tensor *k, const tt_tensor *v,
-                        const flashattn_params *p, const double *ref, size_t n) {
-    if (c->dt == FLASHATTN_F32) return 1e-5;
-    double *std = malloc(n * sizeof(double)), e = 0.0;
-    tt_standard_f32(&q->t, &k->t, &v->t, p, c->dt, std);
-    for (size_t x = 0; x < n; x++) e = fmax(e, fabs(std[x] - ref[x]));
-    free(std);
-    return 2.0 * e;
-}
-
 static void run_case(const hcase *c, uint64_t seed) {
     uint64_t rng = seed;
     tt_tensor q = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0), k = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 1, 0);
@@ -54,7 +44,7 @@ static void run_case(const hcase *c, uint64_t seed) {
     TT_CHECK(fa_reference_fwd_f64(&q.t, &k.t, &v.t, &p, ref, rlse) == 0 &&
                  fa_reference_bwd_f64(&q.t, &k.t, &v.t, &dout.t, &p, g[0], g[1], g[2]) == 0,
              "d=%lld: reference", (long long)c->d);
-    const double bound = fwd_bound(c, &q, &k, &v, &p, ref, nq);
+    const double bound = tt_fwd_bound(c->dt, &q.t, &k.t, &v.t, &p, ref, nq);
     tt_tensor o = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0), dq = tt_alloc(c->dt, c->b, c->sq, c->hq, c->d, 1, 0);
     tt_tensor dk = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 1, 0), dv = tt_alloc(c->dt, c->b, c->sk, c->hkv, c->d, 1, 0);
     float *lse = malloc(ln * sizeof(float));

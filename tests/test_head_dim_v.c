@@ -37,16 +37,6 @@ typedef struct {
     int sinks, deterministic;
 } vcase;
 
-static double fwd_bound(const vcase *c, const tt_tensor *q, const tt_tensor *k, const tt_tensor *v,
-                        const flashattn_params *p, const double *ref, size_t n) {
-    if (c->dt == FLASHATTN_F32) return 1e-5;
-    double *std = malloc((n ? n : 1) * sizeof(double)), e = 0.0;
-    tt_standard_f32(&q->t, &k->t, &v->t, p, c->dt, std);
-    for (size_t x = 0; x < n; x++) e = fmax(e, fabs(std[x] - ref[x]));
-    free(std);
-    return 2.0 * e;
-}
-
 static char *elem(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h, int64_t x) {
     return (char *)t->data + (b * t->stride_batch + s * t->stride_seq + h * t->stride_head + x * t->stride_dim) *
                                  (int64_t)flashattn_dtype_size(t->dtype);
@@ -135,7 +125,7 @@ static void run_case(const vcase *c, uint64_t seed) {
     double *ref = malloc((no + 1) * sizeof(double)), *rlse = malloc((ln + 1) * sizeof(double));
     TT_CHECK(fa_reference_fwd_f64(&q.t, &k.t, &v.t, &p, ref, rlse) == 0, "d=%lld dv=%lld: reference", (long long)c->d,
              (long long)c->dv);
-    const double bound = fwd_bound(c, &q, &k, &v, &p, ref, no);
+    const double bound = tt_fwd_bound(c->dt, &q.t, &k.t, &v.t, &p, ref, no);
     const size_t cnt[3] = {(size_t)(c->b * c->sq * c->hq * c->d), (size_t)(c->b * c->sk * c->hkv * c->d),
                            (size_t)(c->b * c->sk * c->hkv * c->dv)};
     double *g[3], *plain[3];

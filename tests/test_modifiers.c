@@ -121,16 +121,6 @@ static flashattn_params params_of(const mcase *c, mods *m, uint64_t *rng) {
     return p;
 }
 
-static double fwd_bound(const mcase *c, const tt_tensor *q, const tt_tensor *k, const tt_tensor *v,
-                        const flashattn_params *p, const double *ref, size_t n) {
-    if (c->dt == FLASHATTN_F32) return 1e-5;
-    double *std = malloc((n ? n : 1) * sizeof(double)), e = 0.0;
-    tt_standard_f32(&q->t, &k->t, &v->t, p, c->dt, std);
-    for (size_t x = 0; x < n; x++) e = fmax(e, fabs(std[x] - ref[x]));
-    free(std);
-    return 2.0 * e;
-}
-
 /* dL/dbias in the bias' own layout where the backward sums it alone
  * (flashattn.h), else whole; against the reference's whole gradient summed
  * over the broadcast dimensions. Its error comes from f32 arithmetic and
@@ -208,7 +198,7 @@ static void run_case(const mcase *c, uint64_t seed) {
     const size_t ln = (size_t)(c->b * c->hq * c->sq);
     double *ref = malloc((nq + 1) * sizeof(double)), *rlse = malloc((ln + 1) * sizeof(double));
     TT_CHECK(fa_reference_fwd_f64(&q.t, &k.t, &v.t, &p0, ref, rlse) == 0, "reference: %s", desc);
-    const double bound = fwd_bound(c, &q, &k, &v, &p0, ref, nq);
+    const double bound = tt_fwd_bound(c->dt, &q.t, &k.t, &v.t, &p0, ref, nq);
     double *g[3], *plain[3], mag[3];
     const size_t cnt[3] = {nq, nk, nk};
     for (int x = 0; x < 3; x++) g[x] = malloc((cnt[x] + 1) * sizeof(double)), plain[x] = malloc((cnt[x] + 1) * sizeof(double));

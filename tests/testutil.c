@@ -109,6 +109,16 @@ void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
     fa_reference_std_f32(q, k, v, p, out_dtype, out);
 }
 
+double tt_fwd_bound(flashattn_dtype dt, const flashattn_tensor *q, const flashattn_tensor *k,
+                    const flashattn_tensor *v, const flashattn_params *p, const double *ref, size_t n) {
+    if (dt == FLASHATTN_F32) return 1e-5;
+    double *std = malloc((n ? n : 1) * sizeof(double)), e = 0.0;
+    tt_standard_f32(q, k, v, p, dt, std);
+    for (size_t x = 0; x < n; x++) e = fmax(e, fabs(std[x] - ref[x]));
+    free(std);
+    return 2.0 * e;
+}
+
 int tt_fwd_as_decode(int64_t seq_q, int64_t seq_k, int64_t heads_q, int64_t heads_kv) {
     return fa_fwd_few_rows(seq_q, seq_k, heads_kv > 0 ? heads_q / heads_kv : 1);
 }

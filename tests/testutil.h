@@ -79,4 +79,10 @@ void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
                      const flashattn_tensor *v, const flashattn_params *p,
                      flashattn_dtype out_dtype, double *out);
 
+/* The forward's pass rule against the FP64 reference ref (n elements of
+ * O): 1e-5 for f32 inputs, else twice the error of tt_standard_f32 with
+ * its output rounded to dt. */
+double tt_fwd_bound(flashattn_dtype dt, const flashattn_tensor *q, const flashattn_tensor *k,
+                    const flashattn_tensor *v, const flashattn_params *p, const double *ref, size_t n);
+
 #endif
