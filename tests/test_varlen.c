@@ -3,7 +3,9 @@
  *
  * Forward and backward: each case packs a mix of lengths (0, 1, below and
  * above one block, one long among short ones, seq_q != seq_k, seqused_k
- * shorter than the keys given) and checks
+ * shorter than the keys given), some with the score modifiers (softcap,
+ * ALiBi per sequence and head, sinks; or softcap, a bias and a boolean
+ * mask per sequence), and checks
  *   - per sequence, O and LSE against the FP64 reference and dQ, dK, dV
  *     against the FP64 reference gradients, under test_forward's and
  *     test_backward's rules (at most twice the error of plain f32
@@ -56,14 +58,16 @@ typedef struct {
     flashattn_dtype dt;
     int bshd, det;
     int bm, bn; /* 0: automatic (no bit-identity check) */
+    int mods;   /* 1: softcap, ALiBi per (sequence, head), sinks; 2: softcap, a bias
+                 * [n, hq, max_q, max_k] and a mask [n, 1, max_q, max_k] */
 } vcase;
 
 static void describe(const vcase *c, char *buf, size_t n) {
     int at = snprintf(buf, n, "hq=%lld hkv=%lld d=%lld causal=%d align=%d win=(%lld,%lld) %s %s det=%d "
-                      "tiles=%dx%d lens",
+                      "tiles=%dx%d mods=%d lens",
                       (long long)c->hq, (long long)c->hkv, (long long)c->d, c->causal, c->align,
                       (long long)c->wl, (long long)c->wr, dtn(c->dt), c->bshd ? "bshd" : "bhsd",
-                      c->det, c->bm, c->bn);
+                      c->det, c->bm, c->bn, c->mods);
     for (int b = 0; b < c->n && at < (int)n; b++)
         at += snprintf(buf + at, n - (size_t)at, " %lldx%lld%s", (long long)c->lq[b],
                        (long long)c->lk[b], c->use_used && c->used[b] != c->lk[b] ? "u" : "");
@@ -97,17 +101,53 @@ typedef struct {
     const vcase *c;
     tt_tensor q, k, v, dout;
     int32_t cu_q[MAXS + 1], cu_k[MAXS + 1], used[MAXS];
-    int64_t tq, tk;
+    int64_t tq, tk, max_q, max_k;
+    /* the score modifiers (vcase.mods) */
+    float slopes[MAXS * 8], sinks[8];
+    float *bias;
+    uint8_t *mask;
+    flashattn_scores bias_s[MAXS + 1], mask_s[MAXS + 1]; /* [b]: sequence b's view; [n]: the whole */
 } fixture;
 
-static flashattn_params dense_params(const vcase *c, int threads) {
+/* The call's params: sequence b's own dense call (its slopes, its views of
+ * the bias and mask), or the varlen call's for b < 0. */
+static flashattn_params params_of(const fixture *f, int threads, int b) {
+    const vcase *c = f->c;
     flashattn_params p = flashattn_params_default();
     p.causal = c->causal, p.align = c->align;
     p.window_left = c->wl, p.window_right = c->wr;
     p.deterministic = c->det;
     p.block_m = c->bm, p.block_n = c->bn;
     p.num_threads = threads;
+    if (c->mods) p.softcap = 8.0f;
+    if (c->mods == 1) {
+        p.alibi_slopes = b < 0 ? f->slopes : f->slopes + b * c->hq;
+        p.alibi_batch_stride = b < 0 ? c->hq : 0;
+        p.sinks = f->sinks;
+    }
+    if (c->mods == 2) p.bias = &f->bias_s[b < 0 ? c->n : b], p.mask = &f->mask_s[b < 0 ? c->n : b];
     return p;
+}
+
+static void mods_alloc(fixture *f, uint64_t *rng) {
+    const vcase *c = f->c;
+    for (int x = 0; x < MAXS * 8; x++) f->slopes[x] = (float)(0.05 + 0.4 * (double)(tt_rand_u64(rng) % 1000) / 1000.0);
+    for (int x = 0; x < 8; x++) f->sinks[x] = (float)tt_rand_normal(rng);
+    f->bias = NULL, f->mask = NULL;
+    if (c->mods != 2) return;
+    const int64_t mq = f->max_q, mk = f->max_k, per = c->hq * mq * mk;
+    f->bias = malloc((size_t)(c->n * per + 1) * sizeof(float));
+    f->mask = malloc((size_t)(c->n * mq * mk + 1));
+    for (int64_t x = 0; x < c->n * per; x++) f->bias[x] = (float)tt_rand_normal(rng);
+    for (int64_t x = 0; x < c->n * mq * mk; x++) f->mask[x] = tt_rand_u64(rng) % 5 != 0;
+    for (int b = 0; b <= c->n; b++) {
+        const int whole = b == c->n;
+        const int64_t nq = whole ? mq : c->lq[b], nk = whole ? mk : c->use_used ? c->used[b] : c->lk[b];
+        f->bias_s[b] = (flashattn_scores){f->bias + (whole ? 0 : b * per), FLASHATTN_F32, whole ? c->n : 1,
+                                          c->hq, nq, nk, per, mq * mk, mk, 1};
+        f->mask_s[b] = (flashattn_scores){f->mask + (whole ? 0 : b * mq * mk), FLASHATTN_F32, whole ? c->n : 1,
+                                          1, nq, nk, mq * mk, 0, mk, 1};
+    }
 }
 
 /* The varlen call's forward then backward into r. */
@@ -117,7 +157,7 @@ static flashattn_status run_varlen(const fixture *f, const fa_kernels *kern, int
     vl.batch = f->c->n;
     vl.cu_seqlens_q = f->cu_q, vl.cu_seqlens_k = f->cu_k;
     vl.seqused_k = f->c->use_used ? f->used : NULL;
-    flashattn_params p = dense_params(f->c, threads);
+    flashattn_params p = params_of(f, threads, -1);
     p.varlen = &vl;
     flashattn_status s = fa_fwd_ex(&f->q.t, &f->k.t, &f->v.t, &r->o.t, r->lse, &p, NULL, 0, kern);
     if (s) return s;
@@ -132,7 +172,6 @@ static flashattn_status run_dense(const fixture *f, const fa_kernels *kern, outs
     const vcase *c = f->c;
     /* one thread, as the varlen call compared: without the deterministic
      * flag dq's sums are in thread order */
-    const flashattn_params p = dense_params(c, 1);
     memset(r->dk.mem, 0, r->dk.bytes);
     memset(r->dv.mem, 0, r->dv.bytes);
     for (int b = 0; b < c->n; b++) {
@@ -143,6 +182,7 @@ static flashattn_status run_dense(const fixture *f, const fa_kernels *kern, outs
         const flashattn_tensor k = rows_of(&f->k.t, f->cu_k[b], nk), v = rows_of(&f->v.t, f->cu_k[b], nk);
         const flashattn_tensor dk = rows_of(&r->dk.t, f->cu_k[b], nk), dv = rows_of(&r->dv.t, f->cu_k[b], nk);
         float *lse = malloc((size_t)(c->hq * nq + 1) * sizeof(float));
+        const flashattn_params p = params_of(f, 1, b);
         flashattn_status s = fa_fwd_ex(&q, &k, &v, &o, lse, &p, NULL, 0, kern);
         if (!s) s = fa_bwd_ex(&q, &k, &v, &o, &dout, lse, &dq, &dk, &dv, &p, NULL, 0, kern);
         for (int64_t h = 0; h < c->hq; h++)
@@ -203,7 +243,7 @@ static void check_reference(const fixture *f, const outs *r, int b, const char *
     const vcase *c = f->c;
     const int64_t nq = c->lq[b], nk = c->use_used ? c->used[b] : c->lk[b];
     if (nq == 0) return;
-    const flashattn_params p = dense_params(c, 0);
+    const flashattn_params p = params_of(f, 0, b);
     const flashattn_tensor q = rows_of(&f->q.t, f->cu_q[b], nq), o = rows_of(&r->o.t, f->cu_q[b], nq);
     const flashattn_tensor dout = rows_of(&f->dout.t, f->cu_q[b], nq);
     const flashattn_tensor k = rows_of(&f->k.t, f->cu_k[b], nk), v = rows_of(&f->v.t, f->cu_k[b], nk);
@@ -273,7 +313,13 @@ static void run_case(const vcase *c, uint64_t seed) {
         f.used[b] = (int32_t)c->used[b];
     }
     f.tq = f.cu_q[c->n], f.tk = f.cu_k[c->n];
+    for (int b = 0; b < c->n; b++) {
+        const int64_t nk = c->use_used ? c->used[b] : c->lk[b];
+        if (c->lq[b] > f.max_q) f.max_q = c->lq[b];
+        if (nk > f.max_k) f.max_k = nk;
+    }
     uint64_t rng = seed;
+    mods_alloc(&f, &rng);
     f.q = tt_alloc(c->dt, 1, f.tq, c->hq, c->d, c->bshd, 0);
     f.k = tt_alloc(c->dt, 1, f.tk, c->hkv, c->d, c->bshd, 0);
     f.v = tt_alloc(c->dt, 1, f.tk, c->hkv, c->d, !c->bshd, 0);
@@ -324,6 +370,7 @@ static void run_case(const vcase *c, uint64_t seed) {
         outs_free(&r), outs_free(&r1);
     }
     tt_free(&f.q), tt_free(&f.k), tt_free(&f.v), tt_free(&f.dout);
+    free(f.bias), free(f.mask);
 }
 
 static void sweep(void) {
@@ -362,6 +409,8 @@ static void sweep(void) {
         /* explicit tiles in most cases (the bit-identity check), automatic in some */
         c.bm = i % 4 == 3 ? 0 : 16 * (1 + (int)(i % 3));
         c.bn = c.bm ? 32 * (1 + (int)(i / 3 % 2)) : 0;
+        /* the score modifiers in every third case */
+        c.mods = i % 3 == 2 ? 1 + (int)(i / 3 % 2) : 0;
         run_case(&c, 1000 + (uint64_t)i);
     }
 }
