@@ -87,7 +87,10 @@ static void score_arrays(const mcase *c, mods *m, uint64_t *rng) {
                             v = i != 3 && (j < 64 || j >= 128) && tt_rand_u64(rng) % 10 >= 3;
                         if (c->mask == 2) v = j < sk - 7 * b - 3;
                         if (c->mask == 3) v = i * 4 / (sq ? sq : 1) == j * 4 / (sk ? sk : 1);
-                        m->mask_mem[((b * c->hq + h) * sq + i) * lq + j] = v;
+                        /* "attends" as any nonzero byte, one value to a 16 x 16 square
+                         * (so a tile's summary sees whole runs of 0x80 or 0x7f) */
+                        static const uint8_t yes[8] = {1, 0x80, 0xff, 0x7f, 2, 0x40, 0x81, 0x10};
+                        m->mask_mem[((b * c->hq + h) * sq + i) * lq + j] = v ? yes[(i / 16 + j / 16) % 8] : 0;
                     }
         if (c->mask == 2) t.heads = t.seq_q = 1, t.stride_head = t.stride_q = 0;
         if (c->mask == 3) t.batch = t.heads = 1;

@@ -19,22 +19,27 @@ int64_t fa_score_tile_slices(const fa_problem *pb) {
 }
 
 /* The state of rows [i0, i1) x keys [j0, j1): whether any element attends
- * and whether any does not, eight bytes a step where the keys are
- * contiguous (a word with a zero byte: the bit trick below is exact for
- * whether there is one), stopping once both are known. */
+ * and whether any does not, stopping after the row where both are known.
+ * Where the keys are contiguous, eight bytes a word: ((w & 7f..) + 7f..) | w
+ * has the high bit of each nonzero byte set and no carry between bytes, so
+ * OR-ing those words says whether one attends and AND-ing them whether
+ * one does not. The loop has no exit, so the compiler vectorises it. */
 static int tile_state(const fa_score_slice *s, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    const uint64_t lows = 0x7f7f7f7f7f7f7f7fu, highs = 0x8080808080808080u;
     int open = 0, hidden = 0;
     for (int64_t i = i0; i < i1 && !(open && hidden); i++) {
         const uint8_t *row = (const uint8_t *)s->base + i * s->sq;
         int64_t j = j0;
-        if (s->sk == 1)
+        if (s->sk == 1) {
+            uint64_t any = 0, all = highs;
             for (; j + 8 <= j1; j += 8) {
                 uint64_t w;
                 memcpy(&w, row + j, sizeof w);
-                open |= w != 0;
-                hidden |= ((w - ones) & ~w & highs) != 0;
+                const uint64_t on = (((w & lows) + lows) | w) & highs;
+                any |= on, all &= on;
             }
+            open |= any != 0, hidden |= j > j0 && all != highs;
+        }
         for (; j < j1; j++) {
             const int on = row[j * s->sk] != 0;
             open |= on, hidden |= !on;
