@@ -623,6 +623,23 @@ static void test_softcap_row(const fa_kernels *kn, uint64_t *rng) {
     }
 }
 
+/* alibi_row against the portable kernel, bit for bit: row lengths around
+ * the vector width, distances on both sides of a, and past 2^24 (where a
+ * itself is a rounded integer). */
+static void test_alibi_row(const fa_kernels *kn, uint64_t *rng) {
+    float x[40], y[40];
+    const float as[5] = {0.0f, 17.0f, -5.0f, 16777216.0f, 3e9f};
+    for (int c = 0; c < 40 * 5; c++) {
+        const int64_t n = c % 40;
+        const float a = as[c / 40], slope = (float)(0.01 + fabs(tt_rand_normal(rng)));
+        for (int64_t t = 0; t < n; t++) x[t] = y[t] = (float)(tt_rand_normal(rng) * 4.0);
+        kn->alibi_row(x, n, a, slope);
+        fa_alibi_row_ref(y, n, a, slope);
+        TT_CHECK(!memcmp(x, y, sizeof(float) * (size_t)n), "%s alibi_row n=%lld a=%g differs from the portable kernel",
+                 kn->isa, (long long)n, (double)a);
+    }
+}
+
 /* The rational tanh against double's at every 64th float y in [0, 9.5]
  * (cap 1, so y is the input): within the 6 ulp the portable kernel's
  * comment states (8 in the contract; every float gives 5.94 ulp). */
@@ -707,6 +724,7 @@ int main(void) {
         test_transpose(kn, &rng);
         test_transpose_page_end(kn);
         test_softcap_row(kn, &rng);
+        test_alibi_row(kn, &rng);
         test_dropout_row(kn, &rng);
         tested++;
     }

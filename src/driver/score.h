@@ -132,24 +132,14 @@ static inline int64_t fa_mask_open_end(const fa_scores *sc, int64_t i0, int64_t 
     return end;
 }
 
-/* ALiBi's term for query i, key j. */
-static inline float fa_alibi2(const fa_scores *sc, int64_t i, int64_t j) {
-    const int64_t dist = i + sc->mask->diag - j;
-    return -sc->slope2 * (float)(dist < 0 ? -dist : dist);
-}
-
 /* One row of scores: keys [j0, j0 + n) of query i; tile: the boolean
  * mask's state there (FA_TILE_MIXED without a summary). */
 static inline void fa_score_row(const fa_kernels *kern, const fa_scores *sc, float *row, int64_t i,
                                 int64_t j0, int64_t n, int full, int tile) {
     if (sc->cap2 != 0.0f) kern->softcap_row(row, n, sc->cap2, NULL);
-    if (sc->slope2 != 0.0f) {
-        /* |i + diag - j| as at - j in float, j an int32 (n <= FA_MAX_BLOCK):
-         * a loop the compiler vectorises, exact while the distance is
-         * below 2^24 and within an ulp of the logit past it */
-        const float at = (float)(i + sc->mask->diag - j0), slope = sc->slope2;
-        for (int32_t j = 0; j < (int32_t)n; j++) row[j] -= slope * fabsf(at - (float)j);
-    }
+    /* |i + diag - j| as at - j in float (n <= FA_MAX_BLOCK): exact while
+     * the distance is below 2^24, within an ulp of the logit past it */
+    if (sc->slope2 != 0.0f) kern->alibi_row(row, n, (float)(i + sc->mask->diag - j0), sc->slope2);
     fa_score_arrays(sc, row, 1, i, j0, n, tile == FA_TILE_MIXED);
     if (!full) fa_mask_row(sc->mask, row, i, j0, n);
 }
@@ -171,9 +161,9 @@ static inline void fa_score_tile_t(const fa_kernels *kern, const fa_scores *sc, 
                 if (isinf(lse2[c])) e[c] = -INFINITY, dc[c] = 0.0f;
                 else e[c] -= lse2[c];
         }
-    if (sc->slope2 != 0.0f)
+    if (sc->slope2 != 0.0f) /* key j0 + r down row r: |a - c| = |i0 + c + diag - j0 - r| */
         for (int r = 0; r < keys; r++)
-            for (int64_t c = 0; c < rows; c++) st[r * ld + c] += fa_alibi2(sc, i0 + c, j0 + r);
+            kern->alibi_row(st + r * ld, rows, (float)(j0 + r - i0 - sc->mask->diag), sc->slope2);
     if (sc->has_bias || sc->has_mask) /* query c's scores run down column c */
         for (int64_t c = 0; c < rows; c++)
             fa_score_arrays(sc, st + c, ld, i0 + c, j0, keys, tile == FA_TILE_MIXED);

@@ -110,6 +110,11 @@ typedef struct fa_kernels {
      * ulp); +-inf gives +-cap and 0, NaN gives NaN. */
     void (*softcap_row)(float *x, int64_t n, float cap, float *dcap);
 
+    /* ALiBi's term on a row: x[i] -= slope * |a - i| for i < n, with a - i
+     * and the product each rounded to float as written (no FMA), so every
+     * table gives the same bits; a is integral, n <= 2^24 (i exact). */
+    void (*alibi_row)(float *x, int64_t n, float a, float slope);
+
     /* x[i] *= a */
     void (*scale)(float *x, int64_t n, float a);
 

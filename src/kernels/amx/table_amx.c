@@ -17,4 +17,5 @@ const fa_kernels fa_kernels_amx = {
     .dropout_row = fa_dropout_row_avx2, /* AVX2 is there; the mask is the same bits */
     .dropout_cols = fa_dropout_cols_avx2,
     .softcap_row = fa_softcap_row_avx2,
+    .alibi_row = fa_alibi_row_avx2,
 };

@@ -13,6 +13,7 @@ void fa_gemm_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const fl
 float fa_row_max_avx2(const float *x, int64_t n);
 float fa_exp2_sum_avx2(float *x, int64_t n, float m);
 void fa_softcap_row_avx2(float *x, int64_t n, float cap, float *dcap);
+void fa_alibi_row_avx2(float *x, int64_t n, float a, float slope);
 void fa_scale_avx2(float *x, int64_t n, float a);
 void fa_load_avx2(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
 void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,

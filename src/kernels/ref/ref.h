@@ -16,6 +16,7 @@ void fa_gemm_block_ref(int m, int n, int64_t k, const float *a, int64_t lda, con
 float fa_row_max_ref(const float *x, int64_t n);
 float fa_exp2_sum_ref(float *x, int64_t n, float m);
 void fa_softcap_row_ref(float *x, int64_t n, float cap, float *dcap);
+void fa_alibi_row_ref(float *x, int64_t n, float a, float slope);
 void fa_scale_ref(float *x, int64_t n, float a);
 void fa_load_ref(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
 float fa_widen_ref(const void *src, flashattn_dtype dt, int64_t i);

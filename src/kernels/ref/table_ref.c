@@ -26,4 +26,5 @@ const fa_kernels fa_kernels_scalar = {
     .dropout_row = fa_dropout_row_ref,
     .dropout_cols = fa_dropout_cols_ref,
     .softcap_row = fa_softcap_row_ref,
+    .alibi_row = fa_alibi_row_ref,
 };
