@@ -221,14 +221,10 @@ static void grads_check(const grads *g, const outs *r, const char *isa, const ch
     static const char *gname[3] = {"dq", "dk", "dv"};
     for (int x = 0; x < 3; x++) {
         if (!g->cnt[x]) continue;
-        double perr = 0.0;
-        for (size_t e = 0; e < g->cnt[x]; e++) perr = fmax(perr, fabs(g->plain[x][e] - g->ref[x][e]));
-        const fa_bwd_bounds bd = fa_bwd_pass_bounds(got[x]->dtype, perr,
-                                                    fa_rms_diff(g->plain[x], g->ref[x], g->cnt[x]), g->mag[x]);
-        const double e = fa_max_abs_err(got[x], g->ref[x]), rms = fa_rms_err(got[x], g->ref[x]);
-        TT_CHECK(e <= bd.max_bound && rms <= bd.rms_bound,
-                 "[%s] %s max err %.3g (bound %.3g), rms %.3g (bound %.3g): %s", isa, gname[x], e,
-                 bd.max_bound, rms, bd.rms_bound, desc);
+        tt_grad_errs e;
+        TT_CHECK(tt_grad_pass(got[x], g->ref[x], g->plain[x], g->cnt[x], g->mag[x], &e),
+                 "[%s] %s max err %.3g (bound %.3g), rms %.3g (bound %.3g): %s", isa, gname[x], e.max,
+                 e.max_bound, e.rms, e.rms_bound, desc);
     }
 }
 

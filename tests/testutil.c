@@ -10,6 +10,7 @@
 #include "kernels/ref/ref.h"
 #include "plan/fwd_route.h"
 #include "reference/attn_f64.h"
+#include "reference/attn_bwd_std_f32.h"
 #include "reference/attn_std_f32.h"
 #include "reference/compare.h"
 #include "reference/random.h"
@@ -117,6 +118,16 @@ double tt_fwd_bound(flashattn_dtype dt, const flashattn_tensor *q, const flashat
     for (size_t x = 0; x < n; x++) e = fmax(e, fabs(std[x] - ref[x]));
     free(std);
     return 2.0 * e;
+}
+
+int tt_grad_pass(const flashattn_tensor *got, const double *ref, const double *plain, size_t n, double mag,
+                 tt_grad_errs *r) {
+    double perr = 0.0;
+    for (size_t e = 0; e < n; e++) perr = fmax(perr, fabs(plain[e] - ref[e]));
+    const fa_bwd_bounds bd = fa_bwd_pass_bounds(got->dtype, perr, fa_rms_diff(plain, ref, n), mag);
+    r->max = fa_max_abs_err(got, ref), r->rms = fa_rms_err(got, ref);
+    r->max_bound = bd.max_bound, r->rms_bound = bd.rms_bound;
+    return r->max <= r->max_bound && r->rms <= r->rms_bound;
 }
 
 int tt_fwd_as_decode(int64_t seq_q, int64_t seq_k, int64_t heads_q, int64_t heads_kv) {

@@ -85,4 +85,14 @@ void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
 double tt_fwd_bound(flashattn_dtype dt, const flashattn_tensor *q, const flashattn_tensor *k,
                     const flashattn_tensor *v, const flashattn_params *p, const double *ref, size_t n);
 
+/* A gradient against the backward's pass rule (fa_bwd_pass_bounds): got
+ * against the FP64 gradient ref, with the plain f32 backward's gradient
+ * plain (n elements, magnitude mag) as the yardstick. Returns whether it
+ * passes; *r gets the errors and their bounds for the message. */
+typedef struct {
+    double max, max_bound, rms, rms_bound;
+} tt_grad_errs;
+int tt_grad_pass(const flashattn_tensor *got, const double *ref, const double *plain, size_t n, double mag,
+                 tt_grad_errs *r);
+
 #endif
