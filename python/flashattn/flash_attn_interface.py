@@ -247,6 +247,9 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     Returns out (batch, seqlen_q, nheads, headdim), or with
     return_attn_probs (out, softmax_lse (batch, nheads, seqlen_q) float32, None).
     """
+    if torch_ops.tracing():
+        return torch_ops.flash_attn(q, k, v, dropout_p, softmax_scale, causal, window_size,
+                                    softcap, alibi_slopes, deterministic, return_attn_probs)
     params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
                        alibi_slopes, lambda: (q.shape[0], q.shape[2]))
     params = _dropout(params, dropout_p)
@@ -262,6 +265,9 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
                               window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                               deterministic=False, return_attn_probs=False):
     """qkv: (batch, seqlen, 3, nheads, headdim). Otherwise as flash_attn_func."""
+    if torch_ops.tracing():
+        return torch_ops.flash_attn(*qkv.unbind(2), dropout_p, softmax_scale, causal, window_size,
+                                    softcap, alibi_slopes, deterministic, return_attn_probs)
     params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
                        alibi_slopes, lambda: (qkv.shape[0], qkv.shape[3]))
     params = _dropout(params, dropout_p)
@@ -278,6 +284,10 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
                              deterministic=False, return_attn_probs=False):
     """q: (batch, seqlen_q, nheads, headdim); kv: (batch, seqlen_k, 2,
     nheads_k, headdim). Otherwise as flash_attn_func."""
+    if torch_ops.tracing():
+        return torch_ops.flash_attn(q, *kv.unbind(2), dropout_p, softmax_scale, causal,
+                                    window_size, softcap, alibi_slopes, deterministic,
+                                    return_attn_probs)
     params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
                        alibi_slopes, lambda: (q.shape[0], q.shape[2]))
     params = _dropout(params, dropout_p)
@@ -456,6 +466,14 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     Returns out (total_q, nheads, headdim), or with return_attn_probs
     (out, softmax_lse (nheads, total_q) float32, None).
     """
+    if torch_ops.tracing():
+        if block_table is not None:
+            raise NotImplementedError("flashattn: flash_attn_varlen_func with block_table under "
+                                      "torch.compile / tracing (use flash_attn_with_kvcache)")
+        return torch_ops.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                           max_seqlen_k, dropout_p, softmax_scale, causal,
+                                           window_size, softcap, alibi_slopes, deterministic,
+                                           return_attn_probs, seqused_k)
     params = _params(softmax_scale, causal, window_size, deterministic)
     sizes = lambda: (len(cu_seqlens_q) - 1, q.shape[1])
     if block_table is not None:
@@ -487,6 +505,11 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      return_attn_probs=False):
     """qkv: (total, 3, nheads, headdim); cu_seqlens (batch + 1,) int32 for
     queries and keys alike. Otherwise as flash_attn_varlen_func."""
+    if torch_ops.tracing():
+        return torch_ops.flash_attn_varlen(*qkv.unbind(1), cu_seqlens, cu_seqlens, max_seqlen,
+                                           max_seqlen, dropout_p, softmax_scale, causal,
+                                           window_size, softcap, alibi_slopes, deterministic,
+                                           return_attn_probs, None)
     params = _params(softmax_scale, causal, window_size, deterministic)
     params, keep = _varlen(params, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
     params = _dropout(_modified(params, softcap, alibi_slopes,
@@ -508,6 +531,11 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
                                     return_attn_probs=False):
     """q: (total_q, nheads, headdim); kv: (total_k, 2, nheads_k, headdim).
     Otherwise as flash_attn_varlen_func."""
+    if torch_ops.tracing():
+        return torch_ops.flash_attn_varlen(q, *kv.unbind(1), cu_seqlens_q, cu_seqlens_k,
+                                           max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
+                                           causal, window_size, softcap, alibi_slopes,
+                                           deterministic, return_attn_probs, None)
     params = _params(softmax_scale, causal, window_size, deterministic)
     params, keep = _varlen(params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     params = _dropout(_modified(params, softcap, alibi_slopes,
@@ -575,6 +603,18 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     own length.
     Returns out, or (out, softmax_lse) with return_softmax_lse.
     """
+    call = torch_ops.with_kvcache if torch_ops.tracing() else _kvcache
+    return call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,
+                rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, cu_seqlens_q,
+                max_seqlen_q, cu_seqlens_k_new)
+
+
+def _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+             cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,
+             rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, cu_seqlens_q,
+             max_seqlen_q, cu_seqlens_k_new):
+    """flash_attn_with_kvcache, calling the library directly."""
     _lib.require("flashattn_decode", "flash_attn_with_kvcache")
     packed = cu_seqlens_q is not None
     q = readable(q, "q", ndim=3 if packed else 4)
@@ -637,3 +677,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                 (lens.data_ptr(), lens.dtype == torch.int64), table, params,
                 batch_idx=address(batch_idx), leftpad=address(leftpad), rotary=rotary)
     return (out, lse) if return_softmax_lse else out
+
+
+# The operators (torch.library) the functions above go through while torch
+# traces them; imported last, as it reads this module's helpers.
+from . import torch_ops  # noqa: E402
