@@ -107,35 +107,41 @@ def _dbias_shape(mask, b, h, seq_k, heads_kv):
 
 class _SDPAFunc(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, mask, params):
+    def forward(ctx, q, k, v, mask, sinks, params):
         out, lse = _run_forward(q, k, v, params, True)
-        # mask (the caller's attn_mask) is saved so that autograd reports
-        # an in-place change to it before the backward reads it again.
-        ctx.save_for_backward(q, k, v, out, lse, mask)
+        # mask (the caller's attn_mask) and sinks are saved so that autograd
+        # reports an in-place change to them before the backward reads them.
+        ctx.save_for_backward(q, k, v, out, lse, mask, sinks)
         ctx.params = params
         return out
 
     @staticmethod
     def backward(ctx, dout):
         _lib.require("flashattn_bwd", "the gradient of scaled_dot_product_attention")
-        q, k, v, out, lse, mask = ctx.saved_tensors
+        q, k, v, out, lse, mask, sinks = ctx.saved_tensors
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         views = [readable(x.transpose(1, 2), name) for x, name in (
             (q, "query"), (k, "key"), (v, "value"), (out, "out"), (dout, "grad_output"))]
         at = _lib.descriptors(pack, *views, *(x.transpose(1, 2) for x in (dq, dk, dv)))
-        params, dmask, dbias = ctx.params, None, None
+        params, dmask, dbias, dsinks = ctx.params, None, None, None
+        if ctx.needs_input_grad[3] or ctx.needs_input_grad[4]:
+            params = _lib.Params.from_buffer_copy(ctx.params)
         if ctx.needs_input_grad[3]:
             shape, m4 = _dbias_shape(mask, q.shape[0], q.shape[1], k.shape[2], k.shape[1])
             dbias = torch.empty(shape, dtype=torch.float32)
             scores = _lib.Scores(dbias.data_ptr(), _lib.F32, *shape, *dbias.stride())
-            params = _lib.Params.from_buffer_copy(ctx.params)
             params.dbias = ctypes.addressof(scores)
+        if ctx.needs_input_grad[4]:
+            dsinks = torch.empty(q.shape[1], dtype=torch.float32)
+            params.dsinks = dsinks.data_ptr()
         status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.data_ptr(),
                           *at[5:], ctypes.addressof(params))
         _lib.check(status, "flashattn_bwd")
         if dbias is not None:
             dmask = dbias.sum_to_size(m4).reshape(mask.shape).to(mask.dtype)
-        return dq, dk, dv, dmask, None
+        if dsinks is not None:
+            dsinks = dsinks.to(sinks.dtype)
+        return dq, dk, dv, dmask, dsinks, None
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -165,6 +171,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     float64 or other dtypes, tensors off the CPU, more than 4 dimensions, a scale of 0 or
     not finite.
     """
+    return _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, softcap=0.0,
+          sinks=None):
+    """scaled_dot_product_attention, and what the library adds to it (for
+    flashattn.integrations): softcap > 0 caps the scaled logits to
+    softcap * tanh(s / softcap) before the mask; sinks (heads_q,) a float
+    tensor, a learned logit per query head that joins each row's softmax
+    denominator (its gradient is computed when it requires grad)."""
     for t, name in ((query, "query"), (key, "key"), (value, "value")):
         _check(t, name)
     if not query.dtype == key.dtype == value.dtype:
@@ -224,15 +240,25 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          num_threads=torch.get_num_threads())
     if dropout_p != 0.0:   # (seeded from torch's CPU generator, as torch's own dropout is)
         params = _lib.with_dropout(params, dropout_p, int(torch.randint(0, 2 ** 62, (1,)).item()))
+    modifiers = {}
+    if softcap:
+        modifiers["softcap"] = softcap
+    sinks32 = None
+    if sinks is not None:
+        if not isinstance(sinks, torch.Tensor) or sinks.shape != (heads,):
+            raise ValueError("sinks must be a tensor of one logit per query head (%d,)" % heads)
+        sinks32 = sinks.detach().to(torch.float32).contiguous()
+        modifiers["sinks"] = sinks32.data_ptr()
     if attn_mask is not None:
         mask, scores = _scores(attn_mask, query.dtype, (batch, heads, seq_q, seq_k))
-        if mask.dtype == torch.bool:
-            params = _lib.with_modifiers(params, mask=scores)
-        else:
-            params = _lib.with_modifiers(params, bias=scores)
+        modifiers["mask" if mask.dtype == torch.bool else "bias"] = scores
+    if modifiers:
+        params = _lib.with_modifiers(params, **modifiers)
+        params.keep = (params.keep, sinks32)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or
-                                    (attn_mask is not None and attn_mask.requires_grad)):
-        out = _SDPAFunc.apply(q, k, v, attn_mask, params)
+                                    (attn_mask is not None and attn_mask.requires_grad) or
+                                    (sinks is not None and sinks.requires_grad)):
+        out = _SDPAFunc.apply(q, k, v, attn_mask, sinks, params)
     else:
         out, _ = _run_forward(q, k, v, params, False)
     return out[(0,) * (4 - ndim)] if ndim < 4 else out

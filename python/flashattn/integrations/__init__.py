@@ -1,0 +1,2 @@
+"""flashattn behind other libraries' attention interfaces:
+flashattn.integrations.transformers (Hugging Face transformers)."""
