@@ -601,6 +601,12 @@ FLASHATTN_API const char *flashattn_version(void);
  * FLASHATTN_ISA=avx512 keeps the library from asking. */
 FLASHATTN_API const char *flashattn_isa(void);
 
+/* What `flashattn info` prints, for bug reports: version, the kernel path
+ * in use and those this CPU runs, the CPU, its caches as the tile planner
+ * sees them, the thread count; lines ending in '\n'. The text stays valid
+ * until this thread's next call. */
+FLASHATTN_API const char *flashattn_info(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -52,6 +52,12 @@ def __getattr__(name):
     raise AttributeError("module 'flashattn' has no attribute %r" % name)
 
 
+def __dir__():
+    """The module's names and the torch functions __getattr__ provides
+    (listed without importing torch)."""
+    return sorted(set(globals()) | set(_TORCH_NAMES) | {"scaled_dot_product_attention"})
+
+
 __all__ = ["attention", "attention_backward", "attention_varlen", "attention_varlen_backward",
            "attention_with_kvcache", "merge", "unpad_input", "pad_input", "isa",
            "release_workspace", "Error",

@@ -186,6 +186,7 @@ PROTOTYPES = {
     "flashattn_last_error": (True, ctypes.c_char_p, []),
     "flashattn_version": (True, ctypes.c_char_p, []),
     "flashattn_isa": (True, ctypes.c_char_p, []),
+    "flashattn_info": (False, ctypes.c_char_p, []),
     "flashattn_bwd": (False, ctypes.c_int, [_T, _T, _T, _T, _T, _F, _T, _T, _T, _P(Params),
                                             ctypes.c_void_p, _SIZE]),
     "flashattn_bwd_workspace_size": (False, ctypes.c_int,

@@ -181,6 +181,10 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
     softcap * tanh(s / softcap) before the mask; sinks (heads_q,) a float
     tensor, a learned logit per query head that joins each row's softmax
     denominator (its gradient is computed when it requires grad)."""
+    if torch.jit.is_tracing():  # it would record the output as a constant
+        raise NotImplementedError("flashattn: scaled_dot_product_attention under torch.jit.trace "
+                                  "(use torch.compile or torch.export, or flash_attn_func, "
+                                  "which trace as an operator)")
     for t, name in ((query, "query"), (key, "key"), (value, "value")):
         _check(t, name)
     if not query.dtype == key.dtype == value.dtype:

@@ -224,3 +224,27 @@ def test_shared_params_follow_every_option():
     # values that are not plain Python numbers are never keys
     p = _lib.params(**dict(base, block_n=np.int64(32)))
     assert p.block_n == 32 and p is not _lib.params(**dict(base, block_n=np.int64(32)))
+
+
+def test_python_m_flashattn_info_reports_the_library():
+    """python -m flashattn info: the library's own report (flashattn_info,
+    which the CLI's `flashattn info` prints too) and where it came from."""
+    run = subprocess.run([sys.executable, "-m", "flashattn", "info"], capture_output=True,
+                         text=True, env=dict(os.environ), timeout=60)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "flashattn       " + flashattn.__version__
+    assert lines[1].split()[2] == flashattn.isa()
+    assert [x.split()[0] for x in lines] == ["flashattn", "kernel", "available", "cpu", "caches",
+                                              "threads", "library", "package"]
+    assert _lib.lib.flashattn_info().decode().splitlines() == lines[:6]
+    bad = subprocess.run([sys.executable, "-m", "flashattn", "nonsense"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "usage" in bad.stderr
+
+
+def test_dir_lists_the_torch_functions_without_importing_torch():
+    names = dir(flashattn)
+    for n in ("flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
+              "scaled_dot_product_attention", "attention", "merge"):
+        assert n in names

@@ -206,3 +206,13 @@ def test_jit_trace_records_the_operator():
     traced = torch.jit.trace(Attention(), (q, k, v), check_trace=False)
     q2, k2, v2 = inputs(seed=9, grad=False)
     assert_same([traced(q2, k2, v2)], [flash_attn_func(q2, k2, v2, causal=True)])
+
+
+def test_sdpa_drop_in_refuses_jit_trace():
+    """No operator behind it yet: under torch.jit.trace it raises rather
+    than bake its output into the trace."""
+    import flashattn
+    q, k, v = (x.transpose(1, 2) for x in inputs(hk=4, grad=False))
+    f = lambda q, k, v: flashattn.scaled_dot_product_attention(q, k, v, is_causal=True)
+    with pytest.raises(NotImplementedError, match="jit.trace"):
+        torch.jit.trace(f, (q, k, v), check_trace=False)
