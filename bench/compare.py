@@ -14,6 +14,11 @@ so a ratio compares calls made at the same moments (this machine's speed
 drifts by tens of percent within a minute). Writes a markdown table (--md)
 and, for prefill, a PNG plot of time against sequence length (--png).
 Without torch only flashattn's forward (NumPy) is timed.
+--model llama-8b|mistral-7b|bert-base takes a model's attention shape
+(heads, kv-heads, head_dim, causal, Mistral's 4096-token sliding window)
+and its default lengths; SDPA gets the window as a boolean mask in
+prefill (as transformers gives it) and the window's last keys at decode
+(what a sliding cache holds), flashattn its window_size.
 
     OMP_PROC_BIND=spread OMP_PLACES=cores python bench/compare.py --threads 2 --reps 5
 """
@@ -68,7 +73,7 @@ def backward_call(forward, inputs):
 def time_torch(args, seq, dtype):
     b, h, d = args.batch, args.heads, args.head_dim
     g = torch.Generator().manual_seed(0)
-    hk = args.heads_kv if args.seq_k else h
+    hk = args.heads_kv
     bshd = [torch.randn(b, n, heads, d, generator=g, dtype=torch.float32).to(dtype)
             for n, heads in ((seq, h), (args.seq_k or seq, hk), (args.seq_k or seq, hk))]
     bhsd = [x.transpose(1, 2).contiguous() for x in bshd]
@@ -79,9 +84,16 @@ def time_torch(args, seq, dtype):
         bhsd = [x.transpose(1, 2) for x in bshd]
     elif args.layout == "bhsd":
         bshd = [x.transpose(1, 2) for x in bhsd]
+    band = None
+    if args.window:  # keys j in [i - window + 1, i], as a mask for SDPA
+        i = torch.arange(seq).view(-1, 1)
+        j = torch.arange(args.seq_k or seq).view(1, -1)
+        band = (j <= i) & (j > i - args.window)
     sdpa = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, is_causal=args.causal, enable_gqa=hk != h)
-    ours = lambda q, k, v: flashattn.flash_attn_func(q, k, v, causal=args.causal)
+        q, k, v, attn_mask=band, is_causal=args.causal and band is None, enable_gqa=hk != h)
+    window = (args.window - 1, 0) if args.window else (-1, -1)
+    ours = lambda q, k, v: flashattn.flash_attn_func(q, k, v, causal=args.causal,
+                                                     window_size=window)
     # Same attention before any timing: a fast wrong answer would be no result.
     diff = (ours(*bshd).float() - sdpa(*bhsd).transpose(1, 2).float()).abs().max().item()
     fns = {"fa_fwd": lambda: ours(*bshd), "pt_fwd": lambda: sdpa(*bhsd)}
@@ -103,8 +115,14 @@ def time_decode(args, kv_len, dtype):
     q = torch.randn(b, 1, h, d, generator=g).to(dtype)
     kc, vc = (torch.randn(b, kv_len, hk, d, generator=g).to(dtype) for _ in range(2))
     qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, kc, vc))
-    sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
-    ours = lambda: flashattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=kv_len)
+    window = (-1, -1)
+    if args.window and args.window < kv_len:  # a sliding cache holds the window's keys
+        kt, vt = kt[:, :, -args.window:], vt[:, :, -args.window:]
+        window = (args.window - 1, 0)
+    sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt,
+                                                                     enable_gqa=hk != h)
+    ours = lambda: flashattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=kv_len,
+                                                     window_size=window)
     diff = (ours().float() - sdpa().transpose(1, 2).float()).abs().max().item()
     row = {"fa_bwd": None, "pt_bwd": None, "maxdiff": diff}
     row.update(alternate({"fa_fwd": ours, "pt_fwd": sdpa}, args.reps))
@@ -113,13 +131,27 @@ def time_decode(args, kv_len, dtype):
 
 def time_numpy(args, seq, dtype):
     rng = np.random.default_rng(0)
-    hk = args.heads_kv if args.seq_k else args.heads
+    hk = args.heads_kv
     q, k, v = (rng.standard_normal((args.batch, n, heads, args.head_dim)).astype(dtype)
                for n, heads in ((seq, args.heads), (args.seq_k or seq, hk), (args.seq_k or seq, hk)))
-    run = lambda: flashattn.attention(q, k, v, causal=args.causal, num_threads=args.threads)
+    window = (args.window - 1, 0) if args.window else (-1, -1)
+    run = lambda: flashattn.attention(q, k, v, causal=args.causal, window_size=window,
+                                      num_threads=args.threads)
     row = {"fa_bwd": None, "pt_fwd": None, "pt_bwd": None, "maxdiff": None}
     row.update(alternate({"fa_fwd": run}, args.reps))
     return row
+
+
+# Attention shapes of published models (their config.json): query heads,
+# kv-heads, head_dim, masks, and the lengths to time.
+MODELS = {
+    "llama-8b": dict(heads=32, heads_kv=8, head_dim=128, causal=True,
+                     prefill="512,1024,2048,4096,8192", decode="4096,32768"),
+    "mistral-7b": dict(heads=32, heads_kv=8, head_dim=128, causal=True, window=4096,
+                       prefill="512,1024,2048,4096,8192", decode="4096,32768"),
+    "bert-base": dict(heads=12, heads_kv=12, head_dim=64, causal=False,
+                      prefill="128,256,512", decode=None),
+}
 
 
 def fmt(ms):
@@ -186,13 +218,17 @@ def main():
     ap.add_argument("--decode", action="store_true", help="time one decode step instead")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--heads", type=int, default=None, help="default 8 (prefill), 32 (decode)")
-    ap.add_argument("--heads-kv", type=int, default=8,
-                    help="decode, and prefill with --seq-k (GQA)")
+    ap.add_argument("--model", choices=sorted(MODELS),
+                    help="a model's attention shape and lengths (the options below override)")
+    ap.add_argument("--heads-kv", type=int, default=None,
+                    help="GQA: default 8 (decode), --heads (prefill)")
+    ap.add_argument("--window", type=int, default=0,
+                    help="causal sliding window: query i sees keys i - window + 1 .. i")
     ap.add_argument("--seq-k", type=int, default=0,
                     help="prefill: keys of every row (default: each row's seq); the queries "
                          "are --seq, the kv heads --heads-kv; no --causal (flashattn aligns "
                          "a non-square mask bottom-right, SDPA top-left)")
-    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--head-dim", type=int, default=None, help="default 128")
     ap.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None,
                     help="default float32 (prefill), float16 (decode)")
     ap.add_argument("--causal", action="store_true")
@@ -206,8 +242,22 @@ def main():
     ap.add_argument("--md", default="compare.md")
     ap.add_argument("--png", default="compare.png")
     args = ap.parse_args()
+    if args.model:
+        model = MODELS[args.model]
+        if args.decode and not model["decode"]:
+            sys.exit("compare.py: %s is an encoder: no decode" % args.model)
+        for key in ("heads", "heads_kv", "head_dim", "window"):
+            if not getattr(args, key) and key in model:  # (what was not given)
+                setattr(args, key, model[key])
+        args.causal = args.causal or model["causal"]
+        if args.seq is None:
+            args.seq = model["decode"] if args.decode else model["prefill"]
     if args.heads is None:
         args.heads = 32 if args.decode else 8
+    if args.head_dim is None:
+        args.head_dim = 128
+    if args.heads_kv is None:
+        args.heads_kv = 8 if args.decode else args.heads
     if args.dtype is None:
         args.dtype = "float16" if args.decode else "float32"
     if args.seq is None:
@@ -236,9 +286,13 @@ def main():
         shape = "decode: batch %d, seq_q 1, heads %d, heads_kv %d" % (
             args.batch, args.heads, args.heads_kv)
     else:
-        shape = "batch %d, heads %d" % (args.batch, args.heads)
+        shape = "batch %d, heads %d, heads_kv %d" % (args.batch, args.heads, args.heads_kv)
         if args.seq_k:
-            shape += ", heads_kv %d, seq_k %d (seq = seq_q)" % (args.heads_kv, args.seq_k)
+            shape += ", seq_k %d (seq = seq_q)" % args.seq_k
+    if args.window:
+        shape += ", window %d" % args.window
+    if args.model:
+        shape = "%s: %s" % (args.model, shape)
     layout = "" if args.decode or args.layout == "native" else ", both read %s memory" % args.layout
     title = ("%s, head_dim %d, %s%s%s, %d threads; flashattn %s (%s), %s"
              % (shape, args.head_dim, args.dtype, ", causal" if args.causal else "", layout,

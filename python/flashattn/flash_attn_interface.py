@@ -31,9 +31,11 @@ The library uses torch.get_num_threads() threads, as torch's own CPU ops do.
 """
 
 import ctypes
+from typing import Optional, Tuple, Union
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from . import _lib, numpy_api
 from ._lib import ALIGN_BOTTOM_RIGHT
@@ -214,6 +216,12 @@ class _FlashAttnKVPackedFunc(torch.autograd.Function):
         return dq, dkv, None
 
 
+# What the attention functions return: out, or with return_attn_probs
+# (out, softmax_lse, the dropout mask or None).
+Result = Union[Tensor, Tuple[Tensor, Tensor, Optional[Tensor]]]
+Window = Tuple[int, int]
+
+
 def _result(out, lse, return_attn_probs, mask=None):
     """out, or (out, softmax_lse, the dropout mask or None); mask() builds it."""
     if not return_attn_probs:
@@ -232,9 +240,11 @@ def _varlen_mask(params, cu_q, cu_k, heads, max_q, max_k):
                                  [b - a for a, b in zip(ck, ck[1:])], heads, max_q, max_k)
 
 
-def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
-                    window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                    deterministic=False, return_attn_probs=False):
+def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
+                    softmax_scale: Optional[float] = None, causal: bool = False,
+                    window_size: Window = (-1, -1), softcap: float = 0.0,
+                    alibi_slopes: Optional[Tensor] = None, deterministic: bool = False,
+                    return_attn_probs: bool = False) -> Result:
     """q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k,
     nheads_k, headdim) with nheads a multiple of nheads_k (MQA/GQA).
     causal aligns the mask bottom-right: query i sees keys
@@ -261,9 +271,11 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     return _result(out, lse, return_attn_probs, _dense_mask(params, q, k))
 
 
-def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
-                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                              deterministic=False, return_attn_probs=False):
+def flash_attn_qkvpacked_func(qkv: Tensor, dropout_p: float = 0.0,
+                              softmax_scale: Optional[float] = None, causal: bool = False,
+                              window_size: Window = (-1, -1), softcap: float = 0.0,
+                              alibi_slopes: Optional[Tensor] = None, deterministic: bool = False,
+                              return_attn_probs: bool = False) -> Result:
     """qkv: (batch, seqlen, 3, nheads, headdim). Otherwise as flash_attn_func."""
     if torch_ops.tracing():
         return torch_ops.flash_attn(*qkv.unbind(2), dropout_p, softmax_scale, causal, window_size,
@@ -279,9 +291,11 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
     return _result(out, lse, return_attn_probs, _dense_mask(params, qkv[:, :, 0], qkv[:, :, 1]))
 
 
-def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
-                             window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                             deterministic=False, return_attn_probs=False):
+def flash_attn_kvpacked_func(q: Tensor, kv: Tensor, dropout_p: float = 0.0,
+                             softmax_scale: Optional[float] = None, causal: bool = False,
+                             window_size: Window = (-1, -1), softcap: float = 0.0,
+                             alibi_slopes: Optional[Tensor] = None, deterministic: bool = False,
+                             return_attn_probs: bool = False) -> Result:
     """q: (batch, seqlen_q, nheads, headdim); kv: (batch, seqlen_k, 2,
     nheads_k, headdim). Otherwise as flash_attn_func."""
     if torch_ops.tracing():
@@ -443,11 +457,14 @@ def _paged_varlen(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     return out, lse
 
 
-def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                           dropout_p=0.0, softmax_scale=None, causal=False,
-                           window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, block_table=None,
-                           seqused_k=None):
+def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor,
+                           cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+                           dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
+                           causal: bool = False, window_size: Window = (-1, -1),
+                           softcap: float = 0.0, alibi_slopes: Optional[Tensor] = None,
+                           deterministic: bool = False, return_attn_probs: bool = False,
+                           block_table: Optional[Tensor] = None,
+                           seqused_k: Optional[Tensor] = None) -> Result:
     """Packed variable-length batches. q: (total_q, nheads, headdim), k, v:
     (total_k, nheads_k, headdim), the sequences one after another;
     cu_seqlens_q, cu_seqlens_k (batch + 1,) int32: sequence b has the
@@ -499,10 +516,13 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                                 max_seqlen_k))
 
 
-def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
-                                     softmax_scale=None, causal=False, window_size=(-1, -1),
-                                     softcap=0.0, alibi_slopes=None, deterministic=False,
-                                     return_attn_probs=False):
+def flash_attn_varlen_qkvpacked_func(qkv: Tensor, cu_seqlens: Tensor, max_seqlen: int,
+                                     dropout_p: float = 0.0,
+                                     softmax_scale: Optional[float] = None, causal: bool = False,
+                                     window_size: Window = (-1, -1), softcap: float = 0.0,
+                                     alibi_slopes: Optional[Tensor] = None,
+                                     deterministic: bool = False,
+                                     return_attn_probs: bool = False) -> Result:
     """qkv: (total, 3, nheads, headdim); cu_seqlens (batch + 1,) int32 for
     queries and keys alike. Otherwise as flash_attn_varlen_func."""
     if torch_ops.tracing():
@@ -524,11 +544,14 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                    _varlen_mask(params, cu_seqlens, cu_seqlens, qkv.shape[2], max_seqlen, max_seqlen))
 
 
-def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                    max_seqlen_k, dropout_p=0.0, softmax_scale=None,
-                                    causal=False, window_size=(-1, -1), softcap=0.0,
-                                    alibi_slopes=None, deterministic=False,
-                                    return_attn_probs=False):
+def flash_attn_varlen_kvpacked_func(q: Tensor, kv: Tensor, cu_seqlens_q: Tensor,
+                                    cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                                    dropout_p: float = 0.0,
+                                    softmax_scale: Optional[float] = None, causal: bool = False,
+                                    window_size: Window = (-1, -1), softcap: float = 0.0,
+                                    alibi_slopes: Optional[Tensor] = None,
+                                    deterministic: bool = False,
+                                    return_attn_probs: bool = False) -> Result:
     """q: (total_q, nheads, headdim); kv: (total_k, 2, nheads_k, headdim).
     Otherwise as flash_attn_varlen_func."""
     if torch_ops.tracing():
@@ -566,13 +589,23 @@ def _rotary_tables(rotary_cos, rotary_sin, interleaved, k, leftpad):
                              rotary_sin.detach().to(torch.float32).numpy(), interleaved)
 
 
-def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
-                            rotary_sin=None, cache_seqlens=None, cache_batch_idx=None,
-                            cache_leftpad=None, block_table=None, softmax_scale=None,
-                            causal=False, window_size=(-1, -1), softcap=0.0,
-                            rotary_interleaved=True, alibi_slopes=None, num_splits=0,
-                            return_softmax_lse=False, *, cu_seqlens_q=None, max_seqlen_q=None,
-                            cu_seqlens_k_new=None):
+def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor,
+                            k: Optional[Tensor] = None, v: Optional[Tensor] = None,
+                            rotary_cos: Optional[Tensor] = None,
+                            rotary_sin: Optional[Tensor] = None,
+                            cache_seqlens: Union[int, Tensor, None] = None,
+                            cache_batch_idx: Optional[Tensor] = None,
+                            cache_leftpad: Optional[Tensor] = None,
+                            block_table: Optional[Tensor] = None,
+                            softmax_scale: Optional[float] = None, causal: bool = False,
+                            window_size: Window = (-1, -1), softcap: float = 0.0,
+                            rotary_interleaved: bool = True,
+                            alibi_slopes: Optional[Tensor] = None, num_splits: int = 0,
+                            return_softmax_lse: bool = False, *,
+                            cu_seqlens_q: Optional[Tensor] = None,
+                            max_seqlen_q: Optional[int] = None,
+                            cu_seqlens_k_new: Optional[Tensor] = None
+                            ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """Inference decode against a KV cache (no autograd, as in flash_attn).
 
     q: (batch, seqlen_q, nheads, headdim). k_cache, v_cache: (batch_cache,

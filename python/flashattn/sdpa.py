@@ -23,6 +23,7 @@ there.
 
 import ctypes
 import math
+from typing import Optional
 
 import torch
 
@@ -144,8 +145,11 @@ class _SDPAFunc(torch.autograd.Function):
         return dq, dk, dv, dmask, dsinks, None
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None, enable_gqa=False):
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                 attn_mask: Optional[torch.Tensor] = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: Optional[float] = None,
+                                 enable_gqa: bool = False) -> torch.Tensor:
     """torch.nn.functional.scaled_dot_product_attention on CPU tensors.
 
     query (batch, heads_q, seq_q, dim), key and value (batch, heads_k,

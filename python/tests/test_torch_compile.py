@@ -216,3 +216,15 @@ def test_sdpa_drop_in_refuses_jit_trace():
     f = lambda q, k, v: flashattn.scaled_dot_product_attention(q, k, v, is_causal=True)
     with pytest.raises(NotImplementedError, match="jit.trace"):
         torch.jit.trace(f, (q, k, v), check_trace=False)
+
+
+def test_public_torch_functions_have_type_hints():
+    import inspect
+    import typing
+
+    import flashattn
+    for name in flashattn._TORCH_NAMES + ("scaled_dot_product_attention",):
+        fn = getattr(flashattn, name)
+        hints = typing.get_type_hints(fn)
+        params = inspect.signature(fn).parameters
+        assert set(params) <= set(hints) and "return" in hints, (name, set(params) - set(hints))
