@@ -53,10 +53,9 @@ def _broadcast(sizes, what):
     return n
 
 
-def _scores(mask, query_dtype, shape):
+def _expanded_mask(mask, query_dtype, shape):
     """attn_mask expanded to shape (batch, heads, seq_q, seq_k) as torch
-    broadcasts it, and its flashattn_scores: a bool mask (True attends) or
-    a float bias, read through the expanded strides (0 where broadcast)."""
+    broadcasts it, after torch's checks."""
     if not isinstance(mask, torch.Tensor):
         raise TypeError("attn_mask must be a torch.Tensor or None, got %s" % type(mask).__name__)
     if mask.dtype != torch.bool and mask.dtype != torch.float32 and mask.dtype != query_dtype:
@@ -76,6 +75,14 @@ def _scores(mask, query_dtype, shape):
         raise RuntimeError("attn_mask of shape %s does not broadcast to the attention's "
                            "(batch, heads, seq_q, seq_k) = %s" % (tuple(mask.shape), shape)) \
             from None
+    return m
+
+
+def _scores(mask, query_dtype, shape):
+    """attn_mask expanded (_expanded_mask) and its flashattn_scores: a bool
+    mask (True attends) or a float bias, read through the expanded strides
+    (0 where broadcast)."""
+    m = _expanded_mask(mask, query_dtype, shape)
     strides = [st if n > 1 else 0 for n, st in zip(shape, m.stride())]
     code = _lib.F32 if m.dtype == torch.bool else _DTYPES[m.dtype]
     return m, _lib.Scores(m.data_ptr(), code, *shape, *strides)
@@ -118,31 +125,37 @@ class _SDPAFunc(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout):
-        _lib.require("flashattn_bwd", "the gradient of scaled_dot_product_attention")
         q, k, v, out, lse, mask, sinks = ctx.saved_tensors
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        views = [readable(x.transpose(1, 2), name) for x, name in (
-            (q, "query"), (k, "key"), (v, "value"), (out, "out"), (dout, "grad_output"))]
-        at = _lib.descriptors(pack, *views, *(x.transpose(1, 2) for x in (dq, dk, dv)))
-        params, dmask, dbias, dsinks = ctx.params, None, None, None
-        if ctx.needs_input_grad[3] or ctx.needs_input_grad[4]:
-            params = _lib.Params.from_buffer_copy(ctx.params)
-        if ctx.needs_input_grad[3]:
-            shape, m4 = _dbias_shape(mask, q.shape[0], q.shape[1], k.shape[2], k.shape[1])
-            dbias = torch.empty(shape, dtype=torch.float32)
-            scores = _lib.Scores(dbias.data_ptr(), _lib.F32, *shape, *dbias.stride())
-            params.dbias = ctypes.addressof(scores)
-        if ctx.needs_input_grad[4]:
-            dsinks = torch.empty(q.shape[1], dtype=torch.float32)
-            params.dsinks = dsinks.data_ptr()
-        status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.data_ptr(),
-                          *at[5:], ctypes.addressof(params))
-        _lib.check(status, "flashattn_bwd")
-        if dbias is not None:
-            dmask = dbias.sum_to_size(m4).reshape(mask.shape).to(mask.dtype)
-        if dsinks is not None:
-            dsinks = dsinks.to(sinks.dtype)
-        return dq, dk, dv, dmask, dsinks, None
+        return _backward(q, k, v, out, dout, lse, mask, sinks, ctx.params,
+                         ctx.needs_input_grad[3], ctx.needs_input_grad[4]) + (None,)
+
+
+def _backward(q, k, v, out, dout, lse, mask, sinks, params, want_dmask, want_dsinks):
+    """(dq, dk, dv, the mask's gradient or None, the sinks' or None)."""
+    _lib.require("flashattn_bwd", "the gradient of scaled_dot_product_attention")
+    dq, dk, dv = (torch.empty(x.shape, dtype=x.dtype) for x in (q, k, v))
+    views = [readable(x.transpose(1, 2), name) for x, name in (
+        (q, "query"), (k, "key"), (v, "value"), (out, "out"), (dout, "grad_output"))]
+    at = _lib.descriptors(pack, *views, *(x.transpose(1, 2) for x in (dq, dk, dv)))
+    base, dmask, dbias, dsinks = params, None, None, None
+    if want_dmask or want_dsinks:
+        params = _lib.Params.from_buffer_copy(base)
+    if want_dmask:
+        shape, m4 = _dbias_shape(mask, q.shape[0], q.shape[1], k.shape[2], k.shape[1])
+        dbias = torch.empty(shape, dtype=torch.float32)
+        scores = _lib.Scores(dbias.data_ptr(), _lib.F32, *shape, *dbias.stride())
+        params.dbias = ctypes.addressof(scores)
+    if want_dsinks:
+        dsinks = torch.empty(q.shape[1], dtype=torch.float32)
+        params.dsinks = dsinks.data_ptr()
+    status = _lib.run(_lib.bwd_at, _lib.bwd_workspace_size_at, *at[:5], lse.data_ptr(),
+                      *at[5:], ctypes.addressof(params))
+    _lib.check(status, "flashattn_bwd")
+    if dbias is not None:
+        dmask = dbias.sum_to_size(m4).reshape(mask.shape).to(mask.dtype)
+    if dsinks is not None:
+        dsinks = dsinks.to(sinks.dtype)
+    return dq, dk, dv, dmask, dsinks
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -185,10 +198,6 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
     softcap * tanh(s / softcap) before the mask; sinks (heads_q,) a float
     tensor, a learned logit per query head that joins each row's softmax
     denominator (its gradient is computed when it requires grad)."""
-    if torch.jit.is_tracing():  # it would record the output as a constant
-        raise NotImplementedError("flashattn: scaled_dot_product_attention under torch.jit.trace "
-                                  "(use torch.compile or torch.export, or flash_attn_func, "
-                                  "which trace as an operator)")
     for t, name in ((query, "query"), (key, "key"), (value, "value")):
         _check(t, name)
     if not query.dtype == key.dtype == value.dtype:
@@ -244,10 +253,35 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
     if v.shape[:2] != (batch, hv):
         v = v.expand(batch, hv, seq_k, v.shape[3])
 
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():  # the operator (torch_ops)
+        from . import torch_ops
+        if attn_mask is not None:
+            _expanded_mask(attn_mask, query.dtype, (batch, heads, seq_q, seq_k))
+        if sinks is not None and (not isinstance(sinks, torch.Tensor) or sinks.shape != (heads,)):
+            raise ValueError("sinks must be a tensor of one logit per query head (%d,)" % heads)
+        out = torch_ops.sdpa(q, k, v, attn_mask, dropout_p, bool(is_causal), scale,
+                             float(softcap or 0.0), sinks)
+        return out[(0,) * (4 - ndim)] if ndim < 4 else out
+    # (seeded from torch's CPU generator, as torch's own dropout is)
+    seed = int(torch.randint(0, 2 ** 62, (1,)).item()) if dropout_p != 0.0 else 0
+    params = _params(q, k, attn_mask, dropout_p, is_causal, scale, softcap, sinks, seed)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or
+                                    (attn_mask is not None and attn_mask.requires_grad) or
+                                    (sinks is not None and sinks.requires_grad)):
+        out = _SDPAFunc.apply(q, k, v, attn_mask, sinks, params)
+    else:
+        out, _ = _run_forward(q, k, v, params, False)
+    return out[(0,) * (4 - ndim)] if ndim < 4 else out
+
+
+def _params(q, k, attn_mask, dropout_p, is_causal, scale, softcap, sinks, seed):
+    """The library's params for (batch, heads, seq, dim) q and k as _sdpa
+    prepared them (expanded to the call's batch and heads)."""
+    batch, heads, seq_q, seq_k = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
     params = _lib.params(scale=scale, causal=bool(is_causal), align=_lib.ALIGN_TOP_LEFT,
                          num_threads=torch.get_num_threads())
-    if dropout_p != 0.0:   # (seeded from torch's CPU generator, as torch's own dropout is)
-        params = _lib.with_dropout(params, dropout_p, int(torch.randint(0, 2 ** 62, (1,)).item()))
+    if dropout_p != 0.0:
+        params = _lib.with_dropout(params, dropout_p, seed)
     modifiers = {}
     if softcap:
         modifiers["softcap"] = softcap
@@ -258,15 +292,9 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
         sinks32 = sinks.detach().to(torch.float32).contiguous()
         modifiers["sinks"] = sinks32.data_ptr()
     if attn_mask is not None:
-        mask, scores = _scores(attn_mask, query.dtype, (batch, heads, seq_q, seq_k))
+        mask, scores = _scores(attn_mask, q.dtype, (batch, heads, seq_q, seq_k))
         modifiers["mask" if mask.dtype == torch.bool else "bias"] = scores
     if modifiers:
         params = _lib.with_modifiers(params, **modifiers)
         params.keep = (params.keep, sinks32)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or
-                                    (attn_mask is not None and attn_mask.requires_grad) or
-                                    (sinks is not None and sinks.requires_grad)):
-        out = _SDPAFunc.apply(q, k, v, attn_mask, sinks, params)
-    else:
-        out, _ = _run_forward(q, k, v, params, False)
-    return out[(0,) * (4 - ndim)] if ndim < 4 else out
+    return params

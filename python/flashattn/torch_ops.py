@@ -10,8 +10,11 @@ record them as single operators instead of tracing into ctypes:
     torch.ops.flashattn.varlen_bwd  its gradients
     torch.ops.flashattn.kvcache     flash_attn_with_kvcache (writes k and v
                                     into the caches in place) -> (out, lse)
+    torch.ops.flashattn.sdpa_fwd    flashattn.scaled_dot_product_attention's
+                                    (and the transformers backend's) -> (out, lse)
+    torch.ops.flashattn.sdpa_bwd    its gradients, the mask's and the sinks' too
 
-The functions of flashattn.flash_attn_interface use them while torch is
+The functions of flashattn.flash_attn_interface and flashattn.sdpa use them while torch is
 tracing (torch.compiler.is_compiling(), torch.jit.is_tracing()) and call
 the library directly otherwise (an operator costs some microseconds of
 dispatch, which small eager calls would feel); both give the same bits.
@@ -28,6 +31,7 @@ from torch import Tensor
 
 from . import _lib
 from . import flash_attn_interface as fai
+from . import sdpa as _sdpa
 from .torch_tensors import readable
 
 __all__ = ["tracing"]
@@ -247,3 +251,73 @@ def with_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlen
                        window_size[0], window_size[1], softcap, rotary_interleaved, alibi_slopes,
                        num_splits, cu_seqlens_q, max_seqlen_q)
     return (out, lse) if return_softmax_lse else out
+
+
+# ---- scaled_dot_product_attention ---------------------------------------------
+
+def _sdpa_params(q, k, attn_mask, dropout_p, is_causal, scale, softcap, sinks, seed):
+    return _sdpa._params(q, k, attn_mask, dropout_p, is_causal, scale, softcap, sinks,
+                         int(seed.item()) if dropout_p != 0.0 else 0)
+
+
+@torch.library.custom_op("flashattn::sdpa_fwd", mutates_args=())
+def sdpa_fwd(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], dropout_p: float,
+             is_causal: bool, scale: Optional[float], softcap: float, sinks: Optional[Tensor],
+             seed: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    """(batch, heads, seq, dim) q, k, v as scaled_dot_product_attention
+    prepared them (expanded to the call's batch and heads)."""
+    params = _sdpa_params(q, k, attn_mask, dropout_p, is_causal, scale, softcap, sinks, seed)
+    return _sdpa._run_forward(q, k, v, params, True)
+
+
+@sdpa_fwd.register_fake
+def _(q, k, v, attn_mask, *options):
+    out = q.new_empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+    return out, q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+@torch.library.custom_op("flashattn::sdpa_bwd", mutates_args=())
+def sdpa_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+             attn_mask: Optional[Tensor], dropout_p: float, is_causal: bool,
+             scale: Optional[float], softcap: float, sinks: Optional[Tensor],
+             seed: Optional[Tensor], mask_grad: bool,
+             sinks_grad: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(dq, dk, dv, dmask, dsinks); dmask and dsinks empty unless asked for."""
+    params = _sdpa_params(q, k, attn_mask, dropout_p, is_causal, scale, softcap, sinks, seed)
+    dq, dk, dv, dm, ds = _sdpa._backward(q, k, v, out, dout, lse, attn_mask, sinks, params,
+                                         mask_grad, sinks_grad)
+    return (dq, dk, dv, dm if mask_grad else q.new_empty(0),
+            ds if sinks_grad else q.new_empty(0))
+
+
+@sdpa_bwd.register_fake
+def _(dout, q, k, v, out, lse, attn_mask, dropout_p, is_causal, scale, softcap, sinks, seed,
+      mask_grad, sinks_grad):
+    dm = attn_mask.new_empty(attn_mask.shape) if mask_grad else q.new_empty(0)
+    ds = sinks.new_empty(sinks.shape) if sinks_grad else q.new_empty(0)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), dm, ds
+
+
+def _sdpa_setup(ctx, inputs, output):
+    q, k, v, mask, p, causal, scale, softcap, sinks, seed = inputs
+    _save(ctx, (q, k, v, output[0], output[1], mask, sinks, seed), (p, causal, scale, softcap))
+
+
+def _sdpa_backward(ctx, dout, _dlse):
+    q, k, v, out, lse, mask, sinks, seed = ctx.saved_tensors
+    p, causal, scale, softcap = ctx.options
+    mask_grad = mask is not None and ctx.needs_input_grad[3]
+    sinks_grad = sinks is not None and ctx.needs_input_grad[8]
+    dq, dk, dv, dm, ds = sdpa_bwd(dout, q, k, v, out, lse, mask, p, causal, scale, softcap, sinks,
+                                  seed, mask_grad, sinks_grad)
+    return (dq, dk, dv, dm if mask_grad else None, None, None, None, None,
+            ds if sinks_grad else None, None)
+
+
+sdpa_fwd.register_autograd(_sdpa_backward, setup_context=_sdpa_setup)
+
+
+def sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, softcap, sinks):
+    """scaled_dot_product_attention's computation through the operators."""
+    return sdpa_fwd(q, k, v, attn_mask, dropout_p, is_causal, scale, softcap, sinks,
+                    _seed(dropout_p))[0]

@@ -208,14 +208,34 @@ def test_jit_trace_records_the_operator():
     assert_same([traced(q2, k2, v2)], [flash_attn_func(q2, k2, v2, causal=True)])
 
 
-def test_sdpa_drop_in_refuses_jit_trace():
-    """No operator behind it yet: under torch.jit.trace it raises rather
-    than bake its output into the trace."""
+def test_sdpa_drop_in_compiles_traces_and_exports():
+    """flashattn.scaled_dot_product_attention through its operators: with a
+    float mask that gets a gradient, and with softcap and sinks (what the
+    transformers backend passes)."""
     import flashattn
-    q, k, v = (x.transpose(1, 2) for x in inputs(hk=4, grad=False))
-    f = lambda q, k, v: flashattn.scaled_dot_product_attention(q, k, v, is_causal=True)
-    with pytest.raises(NotImplementedError, match="jit.trace"):
-        torch.jit.trace(f, (q, k, v), check_trace=False)
+    from flashattn.sdpa import _sdpa
+    q, k, v = (x.detach().transpose(1, 2).requires_grad_() for x in inputs())
+    mask = torch.randn(q.shape[2], k.shape[2]).requires_grad_()
+    f = lambda q, k, v, m: flashattn.scaled_dot_product_attention(q, k, v, attn_mask=m,
+                                                                  enable_gqa=True)
+    out = f(q, k, v, mask)
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v, mask)
+    assert_same([out], [got])
+    assert_same(grads(out, (q, k, v, mask)), grads(got, (q, k, v, mask)))
+    sinks = torch.randn(4).requires_grad_()
+    band = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).tril(16)
+    g = lambda q, k, v, s: _sdpa(q, k, v, band, 0.0, False, 0.2, True, softcap=3.0, sinks=s)
+    out = g(q, k, v, sinks)
+    got = torch.compile(g, fullgraph=True)(q, k, v, sinks)
+    assert_same([out], [got])
+    assert_same(grads(out, (q, k, v, sinks)), grads(got, (q, k, v, sinks)))
+    torch.library.opcheck(torch.ops.flashattn.sdpa_fwd,
+                          (q, k, v, mask, 0.0, False, None, 0.0, sinks, None))
+    fixed = mask.detach()
+    traced = torch.jit.trace(lambda q, k, v: f(q, k, v, fixed),
+                             tuple(x.detach() for x in (q, k, v)), check_trace=False)
+    q2, k2, v2 = (x.transpose(1, 2) for x in inputs(seed=7, grad=False))
+    assert_same([traced(q2, k2, v2)], [f(q2, k2, v2, fixed)])
 
 
 def test_public_torch_functions_have_type_hints():

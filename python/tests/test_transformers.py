@@ -197,3 +197,15 @@ def test_sinks_and_their_gradient():
     want = torch.autograd.grad(ref, ys, dout)
     for g, w in zip(got, want):
         assert (g.double() - w).abs().max() <= 1e-4 * max(1.0, w.abs().max())
+
+
+def test_llama_compiles_in_one_graph():
+    """The backend under torch.compile(fullgraph=True): through the
+    scaled_dot_product_attention operators, the same logits as eager."""
+    _, ours = pair(transformers.LlamaForCausalLM, llama(), "sdpa")
+    ids, mask = batch()
+    run = lambda ids, mask: ours(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    with torch.no_grad():
+        eager = run(ids, mask)
+        compiled = torch.compile(run, fullgraph=True, backend="aot_eager")(ids, mask)
+    assert torch.equal(eager, compiled)
