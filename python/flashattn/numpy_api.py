@@ -4,9 +4,11 @@ slices, packed QKV) are read in place."""
 
 import ctypes
 import operator
+from typing import Optional, Sequence, Tuple, Union
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from . import _lib
 
@@ -19,6 +21,10 @@ _DTYPES = {
 _ALIGNS = {"bottom-right": _lib.ALIGN_BOTTOM_RIGHT, "top-left": _lib.ALIGN_TOP_LEFT}
 
 _FLOAT_PTR = ctypes.POINTER(ctypes.c_float)
+
+
+# out, or out with the LSE (return_lse) or the gradients: NumPy arrays.
+Result = Union[np.ndarray, Tuple[np.ndarray, ...]]
 
 
 def _describable(a):
@@ -245,10 +251,13 @@ def _modifiers(params, batch, heads, shape, softcap=0.0, alibi_slopes=None, sink
     return p
 
 
-def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
-              align="bottom-right", return_lse=False, num_threads=0, *,
-              out=None, block_m=0, block_n=0, softcap=0.0, alibi_slopes=None, sinks=None,
-              bias=None, mask=None):
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, causal: bool = False,
+              softmax_scale: Optional[float] = None, window_size: Tuple[int, int] = (-1, -1),
+              align: str = 'bottom-right', return_lse: bool = False, num_threads: int = 0, *,
+              out: Optional[ArrayLike] = None, block_m: int = 0, block_n: int = 0,
+              softcap: float = 0.0, alibi_slopes: Optional[ArrayLike] = None,
+              sinks: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
+              mask: Optional[ArrayLike] = None) -> Result:
     """Exact attention softmax(softmax_scale * q k^T + mask) v, FlashAttention-2's way.
 
     q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k, nheads_k,
@@ -303,10 +312,15 @@ def attention(q, k, v, causal=False, softmax_scale=None, window_size=(-1, -1),
     return (o, lse) if return_lse else o
 
 
-def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None,
-                       window_size=(-1, -1), align="bottom-right", deterministic=False,
-                       num_threads=0, *, dq=None, dk=None, dv=None, block_m=0, block_n=0,
-                       softcap=0.0, alibi_slopes=None, sinks=None, bias=None, mask=None):
+def attention_backward(dout: ArrayLike, q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
+                       lse: ArrayLike, causal: bool = False, softmax_scale: Optional[float] = None,
+                       window_size: Tuple[int, int] = (-1, -1), align: str = 'bottom-right',
+                       deterministic: bool = False, num_threads: int = 0, *,
+                       dq: Optional[ArrayLike] = None, dk: Optional[ArrayLike] = None,
+                       dv: Optional[ArrayLike] = None, block_m: int = 0, block_n: int = 0,
+                       softcap: float = 0.0, alibi_slopes: Optional[ArrayLike] = None,
+                       sinks: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
+                       mask: Optional[ArrayLike] = None) -> Result:
     """Gradients (dq, dk, dv) of attention() for the upstream gradient dout.
 
     q, k, v and the options are those given to attention(); out and lse are
@@ -442,13 +456,22 @@ def _scalar_length(n):
                          % (n,)) from None
 
 
-def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None,
-                           block_table=None, causal=False, softmax_scale=None,
-                           window_size=(-1, -1), align="bottom-right", return_lse=False,
-                           num_splits=0, num_threads=0, *, out=None, block_n=0,
-                           rotary_cos=None, rotary_sin=None, rotary_interleaved=True,
-                           cache_batch_idx=None, cache_leftpad=None, cu_seqlens_q=None,
-                           max_seqlen_q=None, softcap=0.0, alibi_slopes=None, sinks=None):
+def attention_with_kvcache(q: ArrayLike, k_cache: ArrayLike, v_cache: ArrayLike,
+                           k: Optional[ArrayLike] = None, v: Optional[ArrayLike] = None,
+                           cache_seqlens: Union[int, ArrayLike, None] = None,
+                           block_table: Optional[ArrayLike] = None, causal: bool = False,
+                           softmax_scale: Optional[float] = None,
+                           window_size: Tuple[int, int] = (-1, -1), align: str = 'bottom-right',
+                           return_lse: bool = False, num_splits: int = 0, num_threads: int = 0, *,
+                           out: Optional[ArrayLike] = None, block_n: int = 0,
+                           rotary_cos: Optional[ArrayLike] = None,
+                           rotary_sin: Optional[ArrayLike] = None, rotary_interleaved: bool = True,
+                           cache_batch_idx: Optional[ArrayLike] = None,
+                           cache_leftpad: Optional[ArrayLike] = None,
+                           cu_seqlens_q: Optional[ArrayLike] = None,
+                           max_seqlen_q: Optional[int] = None, softcap: float = 0.0,
+                           alibi_slopes: Optional[ArrayLike] = None,
+                           sinks: Optional[ArrayLike] = None) -> Result:
     """Attention of q against a KV cache (inference decode), as
     flash_attn_with_kvcache.
 
@@ -597,11 +620,17 @@ def _paged_varlen(q, k_cache, v_cache, cu_q, lens, block_table, params, return_l
     return (o, lse) if return_lse else o
 
 
-def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
-                     causal=False, softmax_scale=None, window_size=(-1, -1),
-                     align="bottom-right", return_lse=False, num_threads=0, *, seqused_k=None,
-                     block_table=None, out=None, block_m=0, block_n=0, softcap=0.0,
-                     alibi_slopes=None, sinks=None, bias=None, mask=None):
+def attention_varlen(q: ArrayLike, k: ArrayLike, v: ArrayLike, cu_seqlens_q: ArrayLike,
+                     cu_seqlens_k: ArrayLike, max_seqlen_q: Optional[int] = None,
+                     max_seqlen_k: Optional[int] = None, causal: bool = False,
+                     softmax_scale: Optional[float] = None,
+                     window_size: Tuple[int, int] = (-1, -1), align: str = 'bottom-right',
+                     return_lse: bool = False, num_threads: int = 0, *,
+                     seqused_k: Optional[ArrayLike] = None,
+                     block_table: Optional[ArrayLike] = None, out: Optional[ArrayLike] = None,
+                     block_m: int = 0, block_n: int = 0, softcap: float = 0.0,
+                     alibi_slopes: Optional[ArrayLike] = None, sinks: Optional[ArrayLike] = None,
+                     bias: Optional[ArrayLike] = None, mask: Optional[ArrayLike] = None) -> Result:
     """attention() over a batch of packed variable-length sequences, as
     flash_attn_varlen_func: no padding is stored or computed.
 
@@ -664,12 +693,19 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     return (o, lse) if return_lse else o
 
 
-def attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
-                              max_seqlen_q=None, max_seqlen_k=None, causal=False,
-                              softmax_scale=None, window_size=(-1, -1), align="bottom-right",
-                              deterministic=False, num_threads=0, *, seqused_k=None, dq=None,
-                              dk=None, dv=None, block_m=0, block_n=0, softcap=0.0,
-                              alibi_slopes=None, sinks=None, bias=None, mask=None):
+def attention_varlen_backward(dout: ArrayLike, q: ArrayLike, k: ArrayLike, v: ArrayLike,
+                              out: ArrayLike, lse: ArrayLike, cu_seqlens_q: ArrayLike,
+                              cu_seqlens_k: ArrayLike, max_seqlen_q: Optional[int] = None,
+                              max_seqlen_k: Optional[int] = None, causal: bool = False,
+                              softmax_scale: Optional[float] = None,
+                              window_size: Tuple[int, int] = (-1, -1), align: str = 'bottom-right',
+                              deterministic: bool = False, num_threads: int = 0, *,
+                              seqused_k: Optional[ArrayLike] = None,
+                              dq: Optional[ArrayLike] = None, dk: Optional[ArrayLike] = None,
+                              dv: Optional[ArrayLike] = None, block_m: int = 0, block_n: int = 0,
+                              softcap: float = 0.0, alibi_slopes: Optional[ArrayLike] = None,
+                              sinks: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
+                              mask: Optional[ArrayLike] = None) -> Result:
     """Gradients (dq, dk, dv) of attention_varlen() for the upstream
     gradient dout (total_q, nheads, headdim), given its out and lse
     (nheads, total_q) and the same arrays and options; as
@@ -711,7 +747,8 @@ def _out_dtype(dtype):
     return dt
 
 
-def merge(outs, lses, dtype=None, num_threads=0, *, out=None):
+def merge(outs: Sequence[ArrayLike], lses: Sequence[ArrayLike], dtype: DTypeLike = None,
+          num_threads: int = 0, *, out: Optional[ArrayLike] = None) -> Result:
     """Combine attention results over disjoint sets of keys into the result
     over their union, exactly (split-KV, long contexts in pieces, ring
     attention): LSE = log sum_n exp(LSE_n), O = sum_n exp(LSE_n - LSE) O_n.

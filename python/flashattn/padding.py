@@ -6,6 +6,7 @@ return the same kind; torch is only used when given a tensor.
 """
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ def _torch_of(x):
     return torch if torch is not None and isinstance(x, torch.Tensor) else None
 
 
-def unpad_input(hidden_states, attention_mask, unused_mask=None):
+def unpad_input(hidden_states: Any, attention_mask: Any, unused_mask: Any = None) -> tuple:
     """Pack the tokens that attention_mask marks valid.
 
     hidden_states: (batch, seqlen, ...); attention_mask: (batch, seqlen),
@@ -67,7 +68,7 @@ def _unpad_torch(torch, x, attention_mask, unused_mask):
     return packed, indices, cu_seqlens, max_seqlen, used.sum(dim=1, dtype=torch.int32)
 
 
-def pad_input(hidden_states, indices, batch, seqlen):
+def pad_input(hidden_states: Any, indices: Any, batch: int, seqlen: int) -> Any:
     """The inverse of unpad_input: packed (total, ...) rows put back at
     `indices` of a zero (batch, seqlen, ...) batch."""
     torch = _torch_of(hidden_states)

@@ -107,7 +107,8 @@ def _save(ctx, tensors, options):
 
 def _fwd_setup(ctx, inputs, output):
     q, k, v, scale, causal, wl, wr, softcap, alibi, det, p, seed = inputs
-    _save(ctx, (q, k, v, output[0], output[1], alibi, seed), (scale, causal, wl, wr, softcap, det, p))
+    _save(ctx, (q, k, v, output[0], output[1], alibi, seed),
+          (scale, causal, wl, wr, softcap, det, p))
 
 
 def _fwd_backward(ctx, dout, _dlse):
@@ -124,8 +125,8 @@ def flash_attn(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, 
                deterministic, return_attn_probs):
     """flash_attn_func through the operators (while tracing)."""
     if return_attn_probs and dropout_p != 0.0:
-        raise NotImplementedError("flashattn: return_attn_probs with dropout under torch.compile / "
-                                  "tracing (the mask is built in Python)")
+        raise NotImplementedError("flashattn: return_attn_probs with dropout under "
+                                  "torch.compile / tracing (the mask is built in Python)")
     out, lse = fwd(q, k, v, softmax_scale, causal, window_size[0], window_size[1], softcap,
                    alibi_slopes, deterministic, dropout_p, _seed(dropout_p))
     return (out, lse, None) if return_attn_probs else out
@@ -180,7 +181,8 @@ def _(dout, q, k, v, *options):
 
 
 def _varlen_setup(ctx, inputs, output):
-    q, k, v, cu_q, cu_k, max_q, max_k, used, scale, causal, wl, wr, softcap, alibi, det, p, seed = inputs
+    (q, k, v, cu_q, cu_k, max_q, max_k, used, scale, causal, wl, wr, softcap, alibi, det, p,
+     seed) = inputs
     _save(ctx, (q, k, v, output[0], output[1], cu_q, cu_k, used, alibi, seed),
           (max_q, max_k, scale, causal, wl, wr, softcap, det, p))
 
@@ -201,8 +203,8 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
                       return_attn_probs, seqused_k):
     """flash_attn_varlen_func (without block_table) through the operators."""
     if return_attn_probs and dropout_p != 0.0:
-        raise NotImplementedError("flashattn: return_attn_probs with dropout under torch.compile / "
-                                  "tracing (the mask is built in Python)")
+        raise NotImplementedError("flashattn: return_attn_probs with dropout under "
+                                  "torch.compile / tracing (the mask is built in Python)")
     out, lse = varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
                           int(max_seqlen_k), seqused_k, softmax_scale, causal, window_size[0],
                           window_size[1], softcap, alibi_slopes, deterministic, dropout_p,

@@ -248,3 +248,13 @@ def test_dir_lists_the_torch_functions_without_importing_torch():
     for n in ("flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
               "scaled_dot_product_attention", "attention", "merge"):
         assert n in names
+
+
+def test_public_numpy_functions_have_type_hints():
+    import inspect
+    import typing
+    for name in ("attention", "attention_backward", "attention_varlen", "attention_varlen_backward",
+                 "attention_with_kvcache", "merge", "unpad_input", "pad_input"):
+        fn = getattr(flashattn, name)
+        hints = typing.get_type_hints(fn)
+        assert set(inspect.signature(fn).parameters) <= set(hints) and "return" in hints, name
