@@ -712,6 +712,18 @@ def _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, c
     return (out, lse) if return_softmax_lse else out
 
 
+class _Untraced:
+    """torch_ops' stand-in on a torch without torch.library.custom_op
+    (before 2.4): nothing is traced through, every call is eager."""
+
+    @staticmethod
+    def tracing():
+        return False
+
+
 # The operators (torch.library) the functions above go through while torch
 # traces them; imported last, as it reads this module's helpers.
-from . import torch_ops  # noqa: E402
+try:
+    from . import torch_ops  # noqa: E402
+except AttributeError:  # torch.library.custom_op, torch.compiler.is_compiling: torch >= 2.4
+    torch_ops = _Untraced()

@@ -28,6 +28,7 @@ from typing import Optional
 import torch
 
 from . import _lib
+from . import flash_attn_interface as _fai  # (its torch_ops: the operators)
 from .torch_tensors import _DTYPES, pack, readable
 
 __all__ = ["scaled_dot_product_attention"]
@@ -253,8 +254,8 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
     if v.shape[:2] != (batch, hv):
         v = v.expand(batch, hv, seq_k, v.shape[3])
 
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():  # the operator (torch_ops)
-        from . import torch_ops
+    torch_ops = _fai.torch_ops
+    if torch_ops.tracing():  # through the operators
         if attn_mask is not None:
             _expanded_mask(attn_mask, query.dtype, (batch, heads, seq_q, seq_k))
         if sinks is not None and (not isinstance(sinks, torch.Tensor) or sinks.shape != (heads,)):

@@ -248,3 +248,21 @@ def test_public_torch_functions_have_type_hints():
         hints = typing.get_type_hints(fn)
         params = inspect.signature(fn).parameters
         assert set(params) <= set(hints) and "return" in hints, (name, set(params) - set(hints))
+
+
+def test_a_torch_without_custom_ops_still_runs_eagerly():
+    """torch before 2.4 has no torch.library.custom_op: the functions then
+    run eagerly as before (a subprocess with it removed)."""
+    import subprocess
+    import sys
+    code = ("import torch; del torch.library.custom_op\n"
+            "import flashattn\n"
+            "from flashattn import flash_attn_interface as f\n"
+            "assert not f.torch_ops.tracing()\n"
+            "q = torch.randn(1, 5, 2, 8)\n"
+            "assert flashattn.flash_attn_func(q, q, q, causal=True).shape == q.shape\n"
+            "t = q.transpose(1, 2)\n"
+            "assert flashattn.scaled_dot_product_attention(t, t, t).shape == t.shape\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
