@@ -171,133 +171,177 @@ static inline void walk_next(row_walk *w, int64_t i0, int64_t g, int64_t queries
     w->h += g;
 }
 
+/* What the steps of one item share: its rows, the thread's tiles. */
+typedef struct {
+    const fa_decode_problem *dp;
+    const fa_decode_plan *plan;
+    const fa_kernels *kern;
+    fa_seq seq;
+    int64_t hk0, nh, i0, i1; /* kv-heads [hk0, hk0 + nh), query positions [i0, i1) */
+    int64_t piece;           /* keys per kernel call */
+    int mh, m;               /* rows per kv-head, in all */
+    float *q, *s, *acc, *mx, *ls, *wk;
+    fa_softmax_totals total; /* rows past FA_SUM_CHUNK keys (driver/softmax.h) */
+} decode_item;
+
+/* Q rows, pre-scaled into base 2 (rotated at their cache rows, as
+ * FlashAttention-2), and the running maxima and sums reset. */
+static void load_queries(const decode_item *t) {
+    const fa_problem *pb = &t->dp->base;
+    const int64_t d = pb->head_dim, g = pb->group, b = t->seq.idx;
+    row_walk w = walk_start(t->i0, t->hk0, g);
+    for (int r = 0; r < t->m; r++, walk_next(&w, t->i0, g, t->i1 - t->i0)) {
+        t->kern->load(t->q + r * d, fa_row_ptr(pb->q, t->seq.qb, t->seq.q0 + w.i, w.h), pb->q->dtype, d,
+                      pb->scale_log2);
+        if (t->dp->rot_cos)
+            fa_rotary_row(t->dp, t->q + r * d, t->seq.k0 + fa_kv_given(pb, b) + w.i * t->dp->rot_q_step);
+        t->mx[r] = -INFINITY;
+        t->ls[r] = 0.0f;
+    }
+}
+
+/* S = Q K^T for keys [j0, j0 + n), in pieces, every head of a piece
+ * before the next piece: the cache is read in address order, which the
+ * hardware prefetchers follow. */
+static void qk_step(const decode_item *t, int64_t j0, int64_t n, int64_t j_end) {
+    const fa_problem *pb = &t->dp->base;
+    const flashattn_tensor *kt = pb->k;
+    const int64_t d = pb->head_dim, sld = t->plan->s_stride;
+    const int64_t khs = kt->stride_head * fa_dtype_bytes(kt->dtype);
+    for (int64_t j = j0; j < j0 + n;) {
+        const char *row;
+        int64_t len = run_at(t->dp, kt, &t->seq, t->hk0, j, j0 + n, &row);
+        if (len > t->piece) len = t->piece;
+        const int64_t pf = t->plan->wide_piece ? 0 : next_piece(t->dp, kt, &t->seq, t->hk0, j, len, j_end, row);
+        for (int64_t h = 0; h < t->nh; h++) {
+            float *sh = t->s + h * t->mh * sld + (j - j0);
+            if (t->plan->wide_piece)
+                wide_qk(t->kern, t->mh, (int)len, d, t->q + h * t->mh * d, row + h * khs, kt->dtype,
+                        kt->stride_seq, t->wk, sh, sld);
+            else
+                t->kern->gemm_nt(t->mh, (int)len, d, t->q + h * t->mh * d, d, row + h * khs, kt->dtype,
+                                 kt->stride_seq, sh, sld, pf);
+        }
+        j += len;
+    }
+}
+
+/* The score stage and the online softmax step of every row over keys
+ * [j0, j0 + n); only steps that cut some row's visible range need the
+ * mask. */
+static void softmax_step(const decode_item *t, int64_t j0, int64_t n, int first) {
+    const fa_problem *pb = &t->dp->base;
+    const int64_t sld = t->plan->s_stride, dpad = pb->head_dim_v_pad;
+    const int full = fa_mask_block_full(&t->seq.mask, t->i0, t->i1, j0, j0 + n);
+    row_walk w = walk_start(t->i0, t->hk0, pb->group);
+    for (int r0 = 0; r0 < t->m; r0 += FA_MAX_MR) {
+        const int r1 = t->m - r0 < FA_MAX_MR ? t->m : r0 + FA_MAX_MR;
+        float bmax[FA_MAX_MR];
+        for (int r = r0; r < r1; r++, walk_next(&w, t->i0, pb->group, t->i1 - t->i0)) {
+            const fa_scores sc = fa_scores_of(pb, &t->seq, w.h);
+            fa_score_row(t->kern, &sc, t->s + r * sld, w.i, j0, n, full, FA_TILE_MIXED);
+            bmax[r - r0] = t->kern->row_max(t->s + r * sld, n);
+        }
+        for (int r = r0; r < r1; r++)
+            fa_softmax_row_exp(t->kern, t->s + r * sld, n, bmax[r - r0], &t->mx[r], &t->ls[r],
+                               t->acc + r * dpad, pb->head_dim_v, first);
+    }
+}
+
+/* acc (+)= P V per head over keys [j0, j0 + n), in the same pieces; the
+ * first step overwrites, so acc needs no clearing. */
+static void pv_step(const decode_item *t, int64_t j0, int64_t n, int64_t j_end, int first) {
+    const fa_problem *pb = &t->dp->base;
+    const flashattn_tensor *vt = pb->v;
+    const int64_t dv = pb->head_dim_v, dpad = pb->head_dim_v_pad, sld = t->plan->s_stride;
+    const int64_t vhs = vt->stride_head * fa_dtype_bytes(vt->dtype);
+    for (int64_t j = j0; j < j0 + n;) {
+        const char *row;
+        int64_t len = run_at(t->dp, vt, &t->seq, t->hk0, j, j0 + n, &row);
+        if (len > t->piece) len = t->piece;
+        const int64_t pf = t->plan->wide_piece ? 0 : next_piece(t->dp, vt, &t->seq, t->hk0, j, len, j_end, row);
+        for (int64_t h = 0; h < t->nh; h++) {
+            const float *ph = t->s + h * t->mh * sld + (j - j0);
+            if (t->plan->wide_piece)
+                wide_pv(t->kern, t->mh, (int)len, dv, dpad, ph, sld, row + h * vhs, vt->dtype, vt->stride_seq,
+                        t->wk, t->acc + h * t->mh * dpad, !first || j > j0);
+            else
+                t->kern->gemm_rows(t->mh, (int)dv, len, ph, sld, row + h * vhs, vt->dtype, vt->stride_seq,
+                                   t->acc + h * t->mh * dpad, dpad, !first || j > j0, pf);
+        }
+        j += len;
+    }
+}
+
+/* Every step of the split's keys. Rows past FA_SUM_CHUNK keys fold their
+ * sums every fold_every keys of the split (driver/softmax.h). */
+static void run_split(const decode_item *t, int split) {
+    const fa_problem *pb = &t->dp->base;
+    const int64_t bn = t->plan->block_n, dpad = pb->head_dim_v_pad, dv = pb->head_dim_v;
+    const int long_rows = pb->seq_k > FA_SUM_CHUNK;
+    const int64_t fold_every = FA_SUM_CHUNK / bn * bn;
+    int64_t j_beg, j_end;
+    fa_mask_split(fa_mask_lo(&t->seq.mask, t->i0), fa_mask_end(&t->seq.mask, t->i1 - 1), split,
+                  t->plan->num_splits, bn, &j_beg, &j_end);
+    if (long_rows) fa_softmax_totals_clear(&t->total, t->m);
+    for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
+        const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
+        if (long_rows && j0 > j_beg && (j0 - j_beg) % fold_every == 0)
+            for (int r = 0; r < t->m; r++) fa_softmax_fold(&t->total, r, t->acc + r * dpad, dv, t->mx[r], &t->ls[r]);
+        qk_step(t, j0, n, j_end);
+        softmax_step(t, j0, n, j0 == j_beg);
+        pv_step(t, j0, n, j_end, j0 == j_beg);
+    }
+    for (int r = 0; long_rows && r < t->m; r++)
+        fa_softmax_unfold(&t->total, r, t->acc + r * dpad, dv, t->mx[r], &t->ls[r]);
+}
+
+/* O = acc / l and the LSE of each row; a row that saw no key in this
+ * split gets O = 0, LSE = -inf; the sink joins split 0 only (the merge
+ * then counts it once). */
+static void finalize_rows(const decode_item *t, const flashattn_tensor *o, float *lse, int split) {
+    const fa_problem *pb = &t->dp->base;
+    row_walk w = walk_start(t->i0, t->hk0, pb->group);
+    for (int r = 0; r < t->m; r++, walk_next(&w, t->i0, pb->group, t->i1 - t->i0)) {
+        void *orow = (void *)fa_row_ptr(o, t->seq.qb, t->seq.q0 + w.i, w.h);
+        fa_softmax_finalize_row(t->kern, orow, o->dtype, t->acc + r * pb->head_dim_v_pad, pb->head_dim_v,
+                                t->mx[r], t->ls[r], lse ? fa_lse_at(pb, lse, &t->seq, w.h, w.i) : NULL,
+                                split == 0 ? fa_sink2(pb->sinks, w.h) : -INFINITY);
+    }
+}
+
 void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
                     const fa_kernels *kern, int64_t b, int64_t hblock, int64_t qtile, int split,
                     const flashattn_tensor *o, float *lse, void *tw) {
     const fa_problem *pb = &dp->base;
-    const fa_seq seq = fa_seq_of(pb, b);
-    const fa_mask *mask = &seq.mask;
-    const int64_t d = pb->head_dim, g = pb->group;
-    const int64_t dv = pb->head_dim_v, dpad = pb->head_dim_v_pad; /* V's, O's: acc's rows */
-    const int64_t bn = plan->block_n;
-    const int64_t hk0 = hblock * plan->heads_per_item, i0 = qtile * plan->queries_per_item;
-    const int64_t nh = pb->heads_kv - hk0 < plan->heads_per_item ? pb->heads_kv - hk0 : plan->heads_per_item;
-    const int64_t i1 = seq.seq_q - i0 < plan->queries_per_item ? seq.seq_q : i0 + plan->queries_per_item;
-    if (i0 >= seq.seq_q) return; /* a shorter sequence of a varlen batch */
-    const int mh = (int)(g * (i1 - i0)), m = (int)(nh * mh);
-    const flashattn_tensor *kt = pb->k, *vt = pb->v;
-    const int64_t kes = fa_dtype_bytes(kt->dtype), ves = fa_dtype_bytes(vt->dtype);
-    const int64_t khs = kt->stride_head * kes, vhs = vt->stride_head * ves;
-    const int64_t sld = plan->s_stride;
-    const int64_t piece = plan->wide_piece ? plan->wide_piece : FA_DECODE_PIECE;
-    float *q = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_Q, 0);
-    float *s = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_S, 0);
-    float *acc = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_ACC, 0);
-    float *mx = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_MAX, 0);
-    float *ls = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_SUM, 0);
-    float *wk = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_WIDE, 0);
-    const fa_softmax_totals total = {
-        (double *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_ACC, 0),
-        (double *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_SUM, 0),
-        (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_MAX, 0), dpad};
-    /* rows past FA_SUM_CHUNK keys fold their sums every fold_every keys of
-     * the split (driver/softmax.h) */
-    const int long_rows = pb->seq_k > FA_SUM_CHUNK;
-    const int64_t fold_every = FA_SUM_CHUNK / bn * bn;
-
+    decode_item t;
+    t.dp = dp, t.plan = plan, t.kern = kern;
+    t.seq = fa_seq_of(pb, b);
+    t.hk0 = hblock * plan->heads_per_item, t.i0 = qtile * plan->queries_per_item;
+    if (t.i0 >= t.seq.seq_q) return; /* a shorter sequence of a varlen batch */
+    t.nh = pb->heads_kv - t.hk0 < plan->heads_per_item ? pb->heads_kv - t.hk0 : plan->heads_per_item;
+    t.i1 = t.seq.seq_q - t.i0 < plan->queries_per_item ? t.seq.seq_q : t.i0 + plan->queries_per_item;
+    t.mh = (int)(pb->group * (t.i1 - t.i0)), t.m = (int)(t.nh * t.mh);
+    t.piece = plan->wide_piece ? plan->wide_piece : FA_DECODE_PIECE;
+    t.q = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_Q, 0);
+    t.s = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_S, 0);
+    t.acc = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_ACC, 0);
+    t.mx = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_MAX, 0);
+    t.ls = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_SUM, 0);
+    t.wk = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_WIDE, 0);
+    t.total.acc = (double *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_ACC, 0);
+    t.total.l = (double *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_SUM, 0);
+    t.total.m = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_TOTAL_MAX, 0);
+    t.total.ld = pb->head_dim_v_pad;
     /* fast, then once more on the careful table if a NaN or Inf showed up
      * (driver/careful.h) */
     fa_kernels careful;
-    row_walk w;
     for (int pass = 0;; pass++) {
-        /* Q rows, pre-scaled into base 2 */
-        w = walk_start(i0, hk0, g);
-        for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
-            kern->load(q + r * d, fa_row_ptr(pb->q, seq.qb, seq.q0 + w.i, w.h), pb->q->dtype, d, pb->scale_log2);
-            if (dp->rot_cos) /* at cache rows, as FlashAttention-2 */
-                fa_rotary_row(dp, q + r * d, seq.k0 + fa_kv_given(pb, b) + w.i * dp->rot_q_step);
-            mx[r] = -INFINITY;
-            ls[r] = 0.0f;
-        }
-
-        int64_t j_beg, j_end;
-        fa_mask_split(fa_mask_lo(mask, i0), fa_mask_end(mask, i1 - 1), split, plan->num_splits, bn,
-                      &j_beg, &j_end);
-        int first = 1;
-        if (long_rows) fa_softmax_totals_clear(&total, m);
-        for (int64_t j0 = j_beg; j0 < j_end; j0 += bn) {
-            const int64_t n = j0 + bn < j_end ? bn : j_end - j0;
-            if (long_rows && j0 > j_beg && (j0 - j_beg) % fold_every == 0)
-                for (int r = 0; r < m; r++) fa_softmax_fold(&total, r, acc + r * dpad, dv, mx[r], &ls[r]);
-
-            /* Keys in pieces, every head of a piece before the next piece: the
-             * cache is read in address order, which the hardware prefetchers
-             * follow. */
-            for (int64_t j = j0; j < j0 + n;) {
-                const char *row;
-                int64_t len = run_at(dp, kt, &seq, hk0, j, j0 + n, &row);
-                if (len > piece) len = piece;
-                const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, kt, &seq, hk0, j, len, j_end, row);
-                for (int64_t h = 0; h < nh; h++) {
-                    float *sh = s + h * mh * sld + (j - j0);
-                    if (plan->wide_piece)
-                        wide_qk(kern, mh, (int)len, d, q + h * mh * d, row + h * khs, kt->dtype,
-                                kt->stride_seq, wk, sh, sld);
-                    else
-                        kern->gemm_nt(mh, (int)len, d, q + h * mh * d, d, row + h * khs, kt->dtype,
-                                      kt->stride_seq, sh, sld, pf);
-                }
-                j += len;
-            }
-
-            /* Only steps that cut some row's visible range need the mask. */
-            const int full = fa_mask_block_full(mask, i0, i1, j0, j0 + n);
-            w = walk_start(i0, hk0, g);
-            for (int r0 = 0; r0 < m; r0 += FA_MAX_MR) {
-                const int r1 = m - r0 < FA_MAX_MR ? m : r0 + FA_MAX_MR;
-                float bmax[FA_MAX_MR];
-                for (int r = r0; r < r1; r++, walk_next(&w, i0, g, i1 - i0)) {
-                    const fa_scores sc = fa_scores_of(pb, &seq, w.h);
-                    fa_score_row(kern, &sc, s + r * sld, w.i, j0, n, full, FA_TILE_MIXED);
-                    bmax[r - r0] = kern->row_max(s + r * sld, n);
-                }
-                for (int r = r0; r < r1; r++)
-                    fa_softmax_row_exp(kern, s + r * sld, n, bmax[r - r0], &mx[r], &ls[r],
-                                       acc + r * dpad, dv, first);
-            }
-
-            /* acc (+)= P V per head, in the same pieces; the first step
-             * overwrites, so acc needs no clearing */
-            for (int64_t j = j0; j < j0 + n;) {
-                const char *row;
-                int64_t len = run_at(dp, vt, &seq, hk0, j, j0 + n, &row);
-                if (len > piece) len = piece;
-                const int64_t pf = plan->wide_piece ? 0 : next_piece(dp, vt, &seq, hk0, j, len, j_end, row);
-                for (int64_t h = 0; h < nh; h++) {
-                    const float *ph = s + h * mh * sld + (j - j0);
-                    if (plan->wide_piece)
-                        wide_pv(kern, mh, (int)len, dv, dpad, ph, sld, row + h * vhs, vt->dtype,
-                                vt->stride_seq, wk, acc + h * mh * dpad, !first || j > j0);
-                    else
-                        kern->gemm_rows(mh, (int)dv, len, ph, sld, row + h * vhs, vt->dtype,
-                                        vt->stride_seq, acc + h * mh * dpad, dpad, !first || j > j0, pf);
-                }
-                j += len;
-            }
-            first = 0;
-        }
-        for (int r = 0; long_rows && r < m; r++) fa_softmax_unfold(&total, r, acc + r * dpad, dv, mx[r], &ls[r]);
-        if (pass || fa_softmax_rows_finite(acc, dpad, dv, mx, ls, m)) break;
+        load_queries(&t);
+        run_split(&t, split);
+        if (pass || fa_softmax_rows_finite(t.acc, pb->head_dim_v_pad, pb->head_dim_v, t.mx, t.ls, t.m)) break;
         careful = fa_careful_kernels(kern);
-        kern = &careful;
+        t.kern = &careful;
     }
-    w = walk_start(i0, hk0, g);
-    for (int r = 0; r < m; r++, walk_next(&w, i0, g, i1 - i0)) {
-        /* a row that saw no key in this split gets O = 0, LSE = -inf; the
-         * sink joins split 0 only (the merge then counts it once) */
-        void *orow = (void *)fa_row_ptr(o, seq.qb, seq.q0 + w.i, w.h);
-        fa_softmax_finalize_row(kern, orow, o->dtype, acc + r * dpad, dv, mx[r], ls[r],
-                                lse ? fa_lse_at(pb, lse, &seq, w.h, w.i) : NULL,
-                                split == 0 ? fa_sink2(pb->sinks, w.h) : -INFINITY);
-    }
+    finalize_rows(&t, o, lse, split);
 }
