@@ -138,9 +138,9 @@ def _backward(q, k, v, out, dout, lse, mask, sinks, params, want_dmask, want_dsi
     views = [readable(x.transpose(1, 2), name) for x, name in (
         (q, "query"), (k, "key"), (v, "value"), (out, "out"), (dout, "grad_output"))]
     at = _lib.descriptors(pack, *views, *(x.transpose(1, 2) for x in (dq, dk, dv)))
-    base, dmask, dbias, dsinks = params, None, None, None
-    if want_dmask or want_dsinks:
-        params = _lib.Params.from_buffer_copy(base)
+    dmask, dbias, dsinks = None, None, None
+    if want_dmask or want_dsinks:  # a copy, so the forward's params stay as they were
+        params = _lib.Params.from_buffer_copy(params)
     if want_dmask:
         shape, m4 = _dbias_shape(mask, q.shape[0], q.shape[1], k.shape[2], k.shape[1])
         dbias = torch.empty(shape, dtype=torch.float32)
