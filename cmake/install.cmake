@@ -22,6 +22,14 @@ install(TARGETS flashattn flashattn_static EXPORT flashattnTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/flashattn.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT devel)
+# The MPI component, when built: its library and header (not in the CMake
+# package's export set, whose users need no MPI).
+if(TARGET flashattn_mpi)
+  install(TARGETS flashattn_mpi
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT devel)
+  install(FILES ${PROJECT_SOURCE_DIR}/include/flashattn_mpi.h
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT devel)
+endif()
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 
