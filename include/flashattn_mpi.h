@@ -72,6 +72,8 @@ typedef struct flashattn_ring_stats {
     double compute_seconds; /* in the core calls: attention and merges */
     double wait_seconds;    /* blocked on the ring's transfers (communication not hidden) */
     int64_t bytes_sent;     /* by this rank */
+    int64_t buffer_bytes;   /* what the call allocated on this rank: the shards in flight,
+                             * the f32 sums, the core calls' workspace */
     int steps;              /* ring steps (the ranks) */
 } flashattn_ring_stats;
 

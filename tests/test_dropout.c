@@ -123,7 +123,10 @@ static void mask_as_applied(void) {
     for (int t = 0; t < ni; t++)
         for (int c = 0; c < 6; c++) {
             flashattn_params p = base;
-            p.block_m = tiles[c % 3][0], p.block_n = tiles[c % 3][1], p.num_threads = 1 + c / 3;
+            /* block_n a multiple of the path's column tile (32 on avx512) */
+            const int nr = isas[t]->nr;
+            p.block_m = tiles[c % 3][0], p.block_n = (tiles[c % 3][1] + nr - 1) / nr * nr;
+            p.num_threads = 1 + c / 3;
             p.causal = 0;
             const flashattn_status s = fa_fwd_ex(&q.t, &k.t, &v.t, &o.t, NULL, &p, NULL, 0, isas[t]);
             int64_t wrong = 0;

@@ -99,7 +99,7 @@ static flashattn_status size_workspace(const ring_ctx *c, const flashattn_tensor
     return FLASHATTN_OK;
 }
 
-static int alloc_bufs(const ring_ctx *c, const flashattn_tensor *q, const flashattn_tensor *o,
+static int alloc_bufs(ring_ctx *c, const flashattn_tensor *q, const flashattn_tensor *o,
                       const flashattn_tensor *dout, const float *lse, bwd_bufs *b) {
     const int64_t rows = c->rows[c->rank];
     const size_t kvb = ring_kv_bytes(c, c->max_rows), dkv = dkv_floats(c, c->max_rows) + 1;
@@ -125,6 +125,10 @@ static int alloc_bufs(const ring_ctx *c, const flashattn_tensor *q, const flasha
     b->ws = b->ws_bytes ? malloc(b->ws_bytes) : NULL;
     if (b->ws_bytes && !b->ws) return 0;
     memset(b->dq, 0, sizeof(float) * (size_t)rows * qrow);
+    c->st.buffer_bytes =
+        (int64_t)(2 * kvb + sizeof(float) * (3 * dkv + (size_t)rows * (qrow + lrow) + (size_t)c->max_slice * qrow +
+                                             (size_t)c->max_rows * kvrow * (size_t)(c->head_dim + c->head_dim_v) + nz) +
+                  b->ws_bytes);
     for (int sl = 0; sl < c->nslices; sl++) { /* the forward's LSE, slice-major */
         const ring_slice *x = &c->slices[sl];
         for (int64_t bh = 0; bh < c->batch * c->heads_q; bh++)

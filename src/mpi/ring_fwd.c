@@ -54,7 +54,7 @@ static flashattn_status size_workspace(const ring_ctx *c, const flashattn_tensor
     return FLASHATTN_OK;
 }
 
-static int alloc_bufs(const ring_ctx *c, const flashattn_tensor *q, fwd_bufs *b) {
+static int alloc_bufs(ring_ctx *c, const flashattn_tensor *q, fwd_bufs *b) {
     const size_t rows = (size_t)c->rows[c->rank], kvb = ring_kv_bytes(c, c->max_rows);
     const size_t orow = (size_t)(c->batch * c->heads_q * c->head_dim_v), lrow = (size_t)(c->batch * c->heads_q);
     b->kv[0] = malloc(kvb ? kvb : 1);
@@ -68,6 +68,8 @@ static int alloc_bufs(const ring_ctx *c, const flashattn_tensor *q, fwd_bufs *b)
     b->ws = b->ws_bytes ? malloc(b->ws_bytes) : NULL;
     if (b->ws_bytes && !b->ws) return 0;
     for (size_t i = 0; i < rows * lrow; i++) b->acc_lse[i] = -INFINITY; /* no key seen yet */
+    c->st.buffer_bytes = (int64_t)(2 * kvb + sizeof(float) * (rows + (size_t)c->max_slice) * (orow + lrow) +
+                                   b->ws_bytes);
     return 1;
 }
 

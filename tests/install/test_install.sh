@@ -10,10 +10,12 @@
 # and runs each program. The prefix is moved after the install, so that a
 # path to it written into the package would show.
 # Usage: bash test_install.sh BUILD_DIR SOURCE_DIR CMAKE CC CONFIG SANITIZE
-#        VERSION LIBDIR INCLUDEDIR DOCDIR GENERATOR
+#        VERSION LIBDIR INCLUDEDIR DOCDIR GENERATOR [MPI]
+# MPI = 1 when the build has the MPI component (its library and header
+# are then installed too).
 set -u
 BUILD=${1:?usage: see the head of test_install.sh} SRC=$2 CMAKE=$3 CC=$4 CONFIG=$5
-SANITIZE=$6 VERSION=$7 LIBDIR=$8 INCLUDEDIR=$9 DOCDIR=${10} GENERATOR=${11}
+SANITIZE=$6 VERSION=$7 LIBDIR=$8 INCLUDEDIR=$9 DOCDIR=${10} GENERATOR=${11} MPI=${12:-0}
 # These would send the install elsewhere (DESTDIR), make it symlinks into the
 # build tree (CMAKE_INSTALL_MODE) or prefix pkg-config's paths: the test
 # checks the plain install.
@@ -51,6 +53,11 @@ devel_files="$INCLUDEDIR/flashattn.h $LIBDIR/libflashattn.a $LIBDIR/$so
   $LIBDIR/cmake/flashattn/flashattnConfig.cmake $LIBDIR/cmake/flashattn/flashattnConfigVersion.cmake
   $LIBDIR/cmake/flashattn/flashattnTargets.cmake $LIBDIR/cmake/flashattn/flashattnTargets-$lc.cmake
   $LIBDIR/pkgconfig/flashattn.pc"
+if [ "$MPI" = 1 ]; then
+  mso=libflashattn_mpi.so
+  runtime_files="$runtime_files $LIBDIR/$mso.$VERSION $LIBDIR/$mso.$major"
+  devel_files="$devel_files $INCLUDEDIR/flashattn_mpi.h $LIBDIR/$mso"
+fi
 listing() { (cd "$1" && find . ! -type d | sed 's|^\./||' | sort); }
 expect() { printf '%s\n' $1 | sort; }
 check_tree() { # dir, expected files, what

@@ -80,6 +80,9 @@ int bench_varlen_cmd(int argc, char **argv);
 /* `bench --modifiers`: softcap, ALiBi, bias and boolean masks against the
  * calls they should be measured by; its own options and table. */
 int bench_modifiers_cmd(int argc, char **argv);
+/* `bench --ring` (bench_ring.c, with MPI; else a message and exit 2):
+ * ring attention across mpirun's ranks against one process. */
+int bench_ring_cmd(int argc, char **argv);
 /* `bench --dropout P`: forward and backward with attention dropout against
  * the same calls without it (bench_dropout.c). */
 int bench_dropout_cmd(int argc, char **argv);

@@ -70,7 +70,8 @@ static void usage(FILE *f) {
     fprintf(f, ", --decode (KV-cache decode against read bandwidth: see bench --decode --help)");
     fprintf(f, ", --varlen (packed sequences of mixed lengths against padded and per-sequence\n"
                "calls, forward or --bwd: see bench --varlen --help), --modifiers (softcap, ALiBi,\n"
-               "bias and boolean masks against the calls they should cost like)");
+               "bias and boolean masks against the calls they should cost like), --ring (under\n"
+               "mpirun: ring attention across the ranks against one process; builds with MPI only)");
     fprintf(f,
             ".\nStandard attention needing more than %.0f GiB is reported n/a.\n"
             "Threads are pinned (OMP_PROC_BIND=spread OMP_PLACES=cores, by re-running itself)\n"
@@ -357,6 +358,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--varlen")) return bench_varlen_cmd(argc, argv);
         else if (!strcmp(argv[i], "--modifiers")) return bench_modifiers_cmd(argc, argv);
         else if (!strcmp(argv[i], "--dropout")) return bench_dropout_cmd(argc, argv);
+        else if (!strcmp(argv[i], "--ring")) return bench_ring_cmd(argc, argv);
     bench_opts o;
     const bench_mode *mode;
     int rc = parse_args(argc, argv, &o, &mode);
