@@ -8,10 +8,14 @@
  * against bytes per step, of the ring sizes and link speeds at which a
  * 1M-token sequence stops hiding them. Only built with MPI.
  */
+#define _GNU_SOURCE /* sched_setaffinity */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "flashattn_mpi.h"
@@ -74,7 +78,8 @@ static void usage(void) {
            "           [--head-dim D] [--dtype f32|f16|bf16] [--causal|--no-causal]\n"
            "           [--layout zigzag|contiguous] [--bwd] [--threads T] [--reps R] [--no-single]\n\n"
            "Ring attention over the ranks (T threads each) on one sequence of N rows, against\n"
-           "one process (rank 0, P x T threads) on the whole of it, unless --no-single.\n"
+           "one process (rank 0, P x T threads on every CPU, the other ranks asleep) on the\n"
+           "whole of it, unless --no-single.\n"
            "Defaults: seq 65536, heads 2 (kv = heads), head_dim 64, f32, causal, zigzag,\n"
            "the forward (--bwd: the backward, after one forward), 1 thread, 2 reps (medians).\n"
            "hidden: 1 - (time blocked on transfers) / (the same transfers with no compute),\n"
@@ -153,6 +158,26 @@ static double comm_alone(const ring_opts *o, const flashattn_ring *ring, int64_t
     }
     free(a), free(b);
     return t;
+}
+
+/* A barrier that sleeps: MPI_Barrier spins, and a rank spinning in it
+ * would take a core from rank 0's one-process run. */
+static void barrier_asleep(MPI_Comm comm) {
+    MPI_Request r;
+    int done = 0;
+    MPI_Ibarrier(comm, &r);
+    while (MPI_Test(&r, &done, MPI_STATUS_IGNORE), !done) nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+/* The one-process run may use every CPU: mpirun binds each rank to one
+ * core, and the threads it starts would share it. Returns the old mask. */
+static void widen_affinity(cpu_set_t *old) {
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    sched_getaffinity(0, sizeof *old, old);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long c = 0; c < n && c < CPU_SETSIZE; c++) CPU_SET((int)c, &all);
+    sched_setaffinity(0, sizeof all, &all);
 }
 
 /* The model's table: a sequence of seq rows on p ranks, per step. */
@@ -260,6 +285,8 @@ int bench_ring_cmd(int argc, char **argv) {
     if (o.single && !s) {
         MPI_Barrier(MPI_COMM_WORLD);
         if (!rank) {
+            cpu_set_t old;
+            widen_affinity(&old);
             set w;
             flashattn_params pw = p;
             pw.num_threads = o.threads * ranks;
@@ -285,8 +312,9 @@ int bench_ring_cmd(int argc, char **argv) {
                 free(wsp);
                 free(w.mem);
             }
+            sched_setaffinity(0, sizeof old, &old);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        barrier_asleep(MPI_COMM_WORLD);
     }
     /* per rank, gathered on rank 0 */
     double mine[6] = {wait, comp, comm, (double)st.bytes_sent, (double)(x.bytes + (size_t)st.buffer_bytes), 0};
