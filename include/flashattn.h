@@ -313,9 +313,12 @@ FLASHATTN_API flashattn_status flashattn_dropout_mask(const flashattn_params *p,
  * to its own lengths, GQA, empty sequences, rows that see no key (O = 0,
  * LSE = -inf). Work is built from the real lengths: padding costs nothing.
  * With the same block_m and block_n given, each sequence's O, LSE and
- * gradients are bit-identical to a dense call on that sequence alone (with
- * automatic tiles the two calls may choose different tiles, and differ by
- * rounding within the usual bound); the deterministic flag keeps its
+ * gradients are bit-identical to a dense call on that sequence alone. With
+ * automatic tiles and no boolean mask the forward gives each sequence the
+ * tiles a dense call on it would choose, so its O and LSE are that call's
+ * too (unless that call runs as a decode: few query rows, see
+ * flashattn_fwd); otherwise the two may choose different tiles and differ
+ * by rounding within the usual bound. The deterministic flag keeps its
  * guarantee.
  *
  * cu_seqlens_q and cu_seqlens_k start at 0, never decrease, and end at

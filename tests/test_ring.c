@@ -5,9 +5,10 @@
  * (each row is written by exactly one rank, the rest are 0: a bitwise OR
  * over the ranks assembles them). Checked: O and LSE against the FP64
  * reference under the forward's rule, the gradients under the backward's
- * (tt_grad_pass), both layouts, causal or not, GQA/MQA, f32/f16/bf16,
- * uneven and empty shards, slices within a shard; runs repeat bit for
- * bit; one rank alone gives flashattn_fwd's bits; and bad input on one
+ * (tt_grad_pass), and O against flashattn_fwd's on the whole sequence;
+ * both layouts, causal or not, GQA/MQA, f32/f16/bf16, uneven and empty
+ * shards, slices within a shard; runs repeat bit for bit on 1 and 2
+ * threads a rank; one rank alone gives flashattn_fwd's bits; and bad input on one
  * rank makes every rank return the same status with nothing written.
  */
 #include <math.h>
@@ -183,16 +184,30 @@ static void run_case(const rcase *c) {
     e = flashattn_fwd(&q.t, &k.t, &v.t, &o1.t, lse1, &p, NULL, 0);
     TT_CHECK(e == FLASHATTN_OK, "flashattn_fwd: %s", flashattn_last_error());
     TT_CHECK(tt_max_abs_err(&o1, o_ref) <= bound, "single-process O off the reference: %s", desc);
+    double diff = 0.0;
+    for (int64_t b = 0; b < c->batch; b++)
+        for (int64_t i = 0; i < c->seq; i++)
+            for (int64_t h = 0; h < c->hq; h++)
+                for (int64_t x = 0; x < c->d; x++) {
+                    const double dd = fabs(fa_tensor_get(&o.t, b, i, h, x) - fa_tensor_get(&o1.t, b, i, h, x));
+                    if (!(dd <= diff)) diff = dd;
+                }
+    TT_CHECK(diff <= bound, "ring O differs from flashattn_fwd's by %.3g > %.3g: %s", diff, bound, desc);
     /* One rank with one slice runs flashattn_fwd's one call, merged with
      * nothing: the same bits. */
     if (ranks == 1 && c->seq <= 256 && c->layout == FLASHATTN_RING_CONTIGUOUS)
         TT_CHECK(same_bytes(&o, &o1) && !memcmp(lse, lse1, sizeof(float) * nl),
                  "one rank is not flashattn_fwd bit for bit: %s", desc);
 
-    /* the same call again: the same bits */
+    /* the same call again, on 1 and 2 threads a rank: the same bits */
     tt_tensor o_again = tt_alloc(c->dt, c->batch, rows_of(c, rank), c->hq, c->d, 1, 0);
-    e = flashattn_ring_fwd(&ring, &s.q.t, &s.k.t, &s.v.t, &o_again.t, NULL, &p);
-    TT_CHECK(e == FLASHATTN_OK && same_bytes(&o_again, &s.o), "ring fwd rerun differs: %s", desc);
+    for (int th = 1; th <= 2; th++) {
+        flashattn_params pt = p;
+        pt.num_threads = th;
+        e = flashattn_ring_fwd(&ring, &s.q.t, &s.k.t, &s.v.t, &o_again.t, NULL, &pt);
+        TT_CHECK(e == FLASHATTN_OK && same_bytes(&o_again, &s.o), "ring fwd rerun on %d threads differs: %s", th,
+                 desc);
+    }
     tt_free(&o_again);
 
     /* backward, deterministic, from the ring forward's O and LSE */
@@ -223,11 +238,13 @@ static void run_case(const rcase *c) {
                  ge.rms, ge.rms_bound, desc);
     }
     shard_set s2 = shards_alloc(c);
+    flashattn_params pb2 = pb;
+    pb2.num_threads = 2;
     e = flashattn_ring_bwd(&ring, &s.q.t, &s.k.t, &s.v.t, &s.o.t, &s.dout.t, s.lse, &s2.dq.t, &s2.dk.t, &s2.dv.t,
-                           &pb);
+                           &pb2);
     TT_CHECK(e == FLASHATTN_OK && same_bytes(&s2.dq, &s.dq) && same_bytes(&s2.dk, &s.dk) &&
                  same_bytes(&s2.dv, &s.dv),
-             "deterministic ring bwd rerun differs: %s", desc);
+             "deterministic ring bwd rerun on 2 threads differs: %s", desc);
     shards_free(&s2);
 
     for (int x = 0; x < 3; x++) free(ref[x]), free(plain[x]);

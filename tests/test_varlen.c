@@ -12,6 +12,8 @@
  *     attention on the same sequence);
  *   - with block_m and block_n given, that O, LSE, dQ, dK and dV are
  *     bit-identical to one dense call per sequence (the header's promise),
+ *     and with automatic tiles, without a boolean mask, in O and LSE too
+ *     (where the dense call does not run as decode),
  *     and dK = dV = 0 on keys past seqused_k;
  *   - that 1 and 2 threads give the same bits (dQ under deterministic).
  * Decode with packed queries: appends of each sequence's own count, paged
@@ -362,6 +364,29 @@ static void run_case(const vcase *c, uint64_t seed) {
                      "[%s] dk/dv differ from per-sequence calls: %s", isa, desc);
             TT_CHECK(same_bytes(&r1.dq, &dn.dq), "[%s] dq differs from per-sequence calls: %s", isa, desc);
             outs_free(&dn);
+        } else if (!c->bm && !c->bn && c->mods != 2 && !tt_fwd_as_decode(f.max_q, f.max_k, c->hq, c->hkv)) {
+            /* Automatic tiles, no boolean mask: each sequence runs on the
+             * tiles the rule gives it alone, so its O and LSE are a dense
+             * call's on it, but where that call runs as decode. */
+            outs dn = outs_alloc(c, f.tq, f.tk);
+            s = run_dense(&f, isas[t], &dn);
+            TT_CHECK(s == FLASHATTN_OK, "[%s] dense status %d (%s): %s", isa, s, flashattn_last_error(), desc);
+            int64_t differ = 0, compared = 0;
+            for (int b = 0; b < c->n && !s; b++) {
+                const int64_t nk = c->use_used ? c->used[b] : c->lk[b];
+                if (tt_fwd_as_decode(c->lq[b], nk, c->hq, c->hkv)) continue;
+                compared++;
+                for (int64_t i = f.cu_q[b]; i < f.cu_q[b + 1]; i++)
+                    for (int64_t h = 0; h < c->hq; h++) {
+                        differ += r1.lse[h * f.tq + i] != dn.lse[h * f.tq + i] &&
+                                  !(isnan(r1.lse[h * f.tq + i]) && isnan(dn.lse[h * f.tq + i]));
+                        for (int64_t x = 0; x < c->d; x++)
+                            differ += fa_tensor_get(&r1.o.t, 0, i, h, x) != fa_tensor_get(&dn.o.t, 0, i, h, x);
+                    }
+            }
+            TT_CHECK(differ == 0, "[%s] automatic tiles: %lld values differ from the per-sequence calls' (%lld "
+                     "sequences compared): %s", isa, (long long)differ, (long long)compared, desc);
+            outs_free(&dn);
         }
         outs_free(&r), outs_free(&r1);
     }
@@ -409,6 +434,51 @@ static void sweep(void) {
         c.mods = i % 3 == 2 ? 1 + (int)(i / 3 % 2) : 0;
         run_case(&c, 1000 + (uint64_t)i);
     }
+}
+
+/* Automatic tiles on a mix the batch's single tile choice would not suit:
+ * under a causal mask the rule's square tile grows with the keys a row
+ * sees, so one long sequence among short ones gets a larger block_n alone
+ * than the batch would get (plan->per_seq gives each its own). Its O and
+ * LSE must be a dense call's on it, bit for bit, on every path. */
+static void auto_tiles_per_sequence(void) {
+    static const int64_t lens[] = {4500, 300, 0, 257, 300};
+    enum { N = 5, HQ = 2, HKV = 1, D = 32 };
+    int32_t cu[N + 1] = {0};
+    for (int b = 0; b < N; b++) cu[b + 1] = cu[b] + (int32_t)lens[b];
+    const int64_t tq = cu[N];
+    uint64_t rng = 77;
+    tt_tensor q = tt_alloc(FLASHATTN_F32, 1, tq, HQ, D, 1, 0), k = tt_alloc(FLASHATTN_F32, 1, tq, HKV, D, 1, 0);
+    tt_tensor v = tt_alloc(FLASHATTN_F32, 1, tq, HKV, D, 1, 0);
+    tt_tensor o = tt_alloc(FLASHATTN_F32, 1, tq, HQ, D, 1, 0), od = tt_alloc(FLASHATTN_F32, 1, tq, HQ, D, 1, 0);
+    tt_fill_normal(&q, &rng, 1.0), tt_fill_normal(&k, &rng, 1.0), tt_fill_normal(&v, &rng, 1.0);
+    float *lse = malloc(sizeof(float) * (size_t)(HQ * tq)), *lsed = malloc(sizeof(float) * (size_t)(HQ * tq));
+    flashattn_varlen vl;
+    flashattn_varlen_init(&vl);
+    vl.batch = N, vl.cu_seqlens_q = cu, vl.cu_seqlens_k = cu;
+    const fa_kernels *isas[8];
+    const int ni = tt_isas(isas, 8);
+    for (int t = 0; t < ni; t++) {
+        flashattn_params p = flashattn_params_default();
+        p.causal = 1;
+        p.varlen = &vl;
+        flashattn_status s = fa_fwd_ex(&q.t, &k.t, &v.t, &o.t, lse, &p, NULL, 0, isas[t]);
+        p.varlen = NULL;
+        for (int b = 0; b < N && !s; b++) {
+            const flashattn_tensor qb = rows_of(&q.t, cu[b], lens[b]), kb = rows_of(&k.t, cu[b], lens[b]);
+            const flashattn_tensor vb = rows_of(&v.t, cu[b], lens[b]), ob = rows_of(&od.t, cu[b], lens[b]);
+            float *l = malloc(sizeof(float) * (size_t)(HQ * lens[b] + 1));
+            s = fa_fwd_ex(&qb, &kb, &vb, &ob, l, &p, NULL, 0, isas[t]);
+            for (int64_t h = 0; h < HQ; h++) memcpy(lsed + h * tq + cu[b], l + h * lens[b], sizeof(float) * (size_t)lens[b]);
+            free(l);
+        }
+        TT_CHECK(s == FLASHATTN_OK, "[%s] per-sequence tiles: status %d (%s)", isas[t]->isa, s, flashattn_last_error());
+        TT_CHECK(!s && same_bytes(&o, &od) && !memcmp(lse, lsed, sizeof(float) * (size_t)(HQ * tq)),
+                 "[%s] automatic tiles: a causal mix of 4500 and short sequences differs from per-sequence calls",
+                 isas[t]->isa);
+    }
+    free(lse), free(lsed);
+    tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&o), tt_free(&od);
 }
 
 /* ---- decode with packed queries ---------------------------------------- */
@@ -746,6 +816,7 @@ static void errors(void) {
 int main(void) {
     errors();
     sweep();
+    auto_tiles_per_sequence();
     decode_sweep();
     return tt_finish("test_varlen");
 }

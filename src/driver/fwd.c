@@ -3,7 +3,8 @@
  * that fit the packing budget; in each pass the threads first pack K and V
  * of every group in the pass (one barrier), then share the work items
  * (group, query head of the group, q-block) with dynamic scheduling.
- * Each group is one sequence's view (fa_seq_of): its own lengths and mask.
+ * Each group is one sequence's view (fa_seq_of): its own lengths and mask
+ * and, under plan->per_seq, its own tiles.
  * Nothing is allocated here: every buffer is a region of the plan's layout.
  */
 #include "driver/fwd.h"
@@ -16,6 +17,48 @@
 
 #define FA_PACK_CHUNK 512 /* keys per packing work item */
 
+/* plan->per_seq: the work items before group g (groups in sequence order,
+ * each sequence's own q-blocks for every query head of the group). */
+static int64_t items_before(const fa_problem *pb, const fa_fwd_seq_tiles *seqs, int64_t g) {
+    const int64_t b = g / pb->heads_kv, hk = g % pb->heads_kv;
+    if (b >= pb->batch) return seqs[pb->batch].items_before;
+    const int64_t per_group = (seqs[b + 1].items_before - seqs[b].items_before) / pb->heads_kv;
+    return seqs[b].items_before + hk * per_group;
+}
+
+/* plan->per_seq: work item `it` (counted over the whole batch) of the pass
+ * starting at group g0. Within a group the last q-blocks come first, as in
+ * the uniform loop: under causal masks they are the longest. */
+static void run_seq_item(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
+                         const fa_fwd_seq_tiles *seqs, int64_t g0, int64_t it, void *base, void *tw) {
+    int64_t lo = 0, hi = pb->batch; /* the sequence: the last with items_before <= it */
+    while (hi - lo > 1) {
+        const int64_t mid = (lo + hi) / 2;
+        if (seqs[mid].items_before <= it) lo = mid;
+        else hi = mid;
+    }
+    const fa_seq seq = fa_seq_of(pb, lo);
+    const int64_t bm = seqs[lo].block_m, qblocks = (seq.seq_q + bm - 1) / bm;
+    const int64_t local = it - seqs[lo].items_before, per_group = pb->group * qblocks;
+    const int64_t hk = local / per_group, r = local % per_group, g = lo * pb->heads_kv + hk;
+    const int64_t qb = qblocks - 1 - r / pb->group, h = hk * pb->group + r % pb->group;
+    const int64_t i0 = qb * bm, i1 = i0 + bm < seq.seq_q ? i0 + bm : seq.seq_q;
+    fa_fwd_block(pb, plan, kern, &seq, h, i0, i1, seqs[lo].block_n,
+                 fa_region_at(&plan->ws, base, FA_FWD_WS_GROUPS, (size_t)(g - g0)), tw, NULL);
+}
+
+/* plan->per_seq: every sequence's tiles (fa_seq_tiles) and item counts. */
+static void seq_tiles_fill(const fa_problem *pb, const fa_kernels *kern, fa_fwd_seq_tiles *seqs) {
+    int64_t items = 0;
+    for (int64_t b = 0; b < pb->batch; b++) {
+        int bm, bn;
+        fa_seq_tiles(pb, kern, b, &bm, &bn);
+        seqs[b] = (fa_fwd_seq_tiles){bm, bn, items};
+        items += pb->heads_kv * pb->group * ((fa_seq_q_of(pb, b) + bm - 1) / bm);
+    }
+    seqs[pb->batch] = (fa_fwd_seq_tiles){0, 0, items};
+}
+
 void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern, void *ws) {
     void *base = fa_layout_base(ws);
     const int64_t groups = pb->batch * pb->heads_kv;
@@ -27,6 +70,9 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
     const int64_t kvblocks = (pb->seq_k + plan->block_n - 1) / plan->block_n;
     const int64_t tslices = fa_score_tile_slices(pb);
     uint8_t *tiles = tslices ? (uint8_t *)fa_region_at(&plan->ws, base, FA_FWD_WS_TILES, 0) : NULL;
+    fa_fwd_seq_tiles *seqs = plan->per_seq ? (fa_fwd_seq_tiles *)fa_region_at(&plan->ws, base, FA_FWD_WS_SEQS, 0)
+                                           : NULL;
+    if (seqs) seq_tiles_fill(pb, kern, seqs);
 
 #pragma omp parallel num_threads(plan->threads)
     {
@@ -58,6 +104,12 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
                 }
             }
             /* implicit barrier: the pass's panels are complete */
+            if (plan->per_seq) {
+                const int64_t first = items_before(pb, seqs, g0), last = items_before(pb, seqs, g0 + ng);
+#pragma omp for schedule(dynamic)
+                for (int64_t it = first; it < last; it++) run_seq_item(pb, plan, kern, seqs, g0, it, base, tw);
+                continue;
+            }
             const int64_t heads = ng * pb->group;
 #pragma omp for schedule(dynamic)
             for (int64_t it = 0; it < heads * qblocks; it++) {
@@ -69,7 +121,7 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
                 const int64_t i0 = qb * bm;
                 const int64_t i1 = i0 + bm < seq.seq_q ? i0 + bm : seq.seq_q;
                 if (i0 >= i1) continue;
-                fa_fwd_block(pb, plan, kern, &seq, h, i0, i1,
+                fa_fwd_block(pb, plan, kern, &seq, h, i0, i1, plan->block_n,
                              fa_region_at(&plan->ws, base, FA_FWD_WS_GROUPS, (size_t)(g - g0)), tw,
                              tiles);
             }

@@ -51,7 +51,7 @@ typedef struct {
     const fa_kernels *kern;
     const fa_seq *seq;
     fa_scores sc;
-    int64_t h, i0;
+    int64_t h, i0, bn; /* bn: keys per kv-block, and S's row stride */
     int m, strips;
     float *q, *s, *acc, *mx, *ls;
     uint16_t *q16, *p16; /* dot route: Q's bf16 rows (in q's room), P as bf16 */
@@ -115,7 +115,7 @@ FA_INLINE int64_t plan_strips(fwd_qblock *t, int64_t j0, int64_t j1) {
  * nothing below reads. */
 FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int dot) {
     const fa_kernels *kern = t->kern;
-    const int64_t d = t->pb->head_dim, dh = (d + 1) / 2, bn = t->plan->block_n;
+    const int64_t d = t->pb->head_dim, dh = (d + 1) / 2, bn = t->bn;
     const int mr = kern->mr, nr = kern->nr;
     for (int64_t c = 0; c < most; c += nr) {
         const float *panel = t->kp + (j0 + c) / nr * nr * d;
@@ -138,7 +138,7 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int dot) {
  * softmax step of each row (driver/softmax.h). */
 FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
     const fa_kernels *kern = t->kern;
-    const int64_t bn = t->plan->block_n, dp = t->pb->head_dim_v_pad;
+    const int64_t bn = t->bn, dp = t->pb->head_dim_v_pad;
     for (int s = 0; s < t->strips; s++) {
         const int r0 = s * kern->mr, mm = strip_rows(t, s);
         const int64_t ncols = t->cols[s];
@@ -169,7 +169,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
 /* acc (+)= P V, each strip over its own columns. */
 FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int dot) {
     const fa_kernels *kern = t->kern;
-    const int64_t dp = t->pb->head_dim_v_pad, bn = t->plan->block_n;
+    const int64_t dp = t->pb->head_dim_v_pad, bn = t->bn;
     /* the packed V's rows: the layout's (the most keys), not the sequence's */
     const int64_t rows = t->pb->seq_k, kh = (rows + 1) / 2;
     const int mr = kern->mr, nr = kern->nr;
@@ -216,7 +216,7 @@ static void unfold_rows(fwd_qblock *t) {
 
 FA_INLINE void block(fwd_qblock *t, const int dot) {
     const fa_mask *mask = &t->seq->mask;
-    const int64_t bn = t->plan->block_n, seq_k = t->seq->seq_k;
+    const int64_t bn = t->bn, seq_k = t->seq->seq_k;
     load_q(t, dot);
     const int64_t j_lo = fa_mask_lo(mask, t->i0), j_end = fa_mask_end(mask, t->i0 + t->m - 1);
     /* Folds at the same keys for every row, whatever its q-block (so
@@ -240,17 +240,17 @@ FA_INLINE void block(fwd_qblock *t, const int dot) {
 }
 
 void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern,
-                  const fa_seq *seq, int64_t h, int64_t i0, int64_t i1, void *group, void *tw,
-                  const uint8_t *tiles) {
+                  const fa_seq *seq, int64_t h, int64_t i0, int64_t i1, int64_t block_n, void *group,
+                  void *tw, const uint8_t *tiles) {
     /* at most one strip per row: block_m <= FA_MAX_BLOCK */
     int32_t cols[FA_MAX_BLOCK];
     uint8_t first[FA_MAX_BLOCK], started[FA_MAX_BLOCK];
     fwd_qblock t;
     t.cols = cols, t.first = first, t.started = started;
     t.pb = pb, t.plan = plan, t.kern = kern, t.seq = seq;
-    t.h = h, t.i0 = i0;
+    t.h = h, t.i0 = i0, t.bn = block_n;
     fa_dropout_key(&pb->dropout, seq->idx * pb->heads_q + h, t.drop_key);
-    const int64_t bm = plan->block_m, bn = plan->block_n;
+    const int64_t bm = plan->block_m, bn = block_n;
     t.sc = fa_scores_of_tiles(pb, seq, h, tiles, (pb->seq_q + bm - 1) / bm, (pb->seq_k + bn - 1) / bn);
     t.m = (int)(i1 - i0);
     t.strips = (t.m + kern->mr - 1) / kern->mr;

@@ -74,14 +74,14 @@ static void tuned_tiles(const fa_problem *pb, const flashattn_params *p, const f
     }
 }
 
-void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads, fa_tile_query *q) {
+/* The rule's view of sequences b0 .. b1 - 1 of pb (the whole batch, or
+ * one sequence alone: then with its own lengths). */
+static void query_of_seqs(const fa_problem *pb, const fa_kernels *kern, int threads, int64_t b0, int64_t b1,
+                          fa_tile_query *q) {
     const fa_cpu_caches *cc = fa_cpu_caches_get();
-    /* A dense batch's sequences all have the same lengths; a varlen
-     * batch's mean is over all its rows. */
-    const int64_t seqs = pb->cu_q ? pb->batch : pb->batch > 0;
     double keys = 0.0;
     int64_t rows = 0;
-    for (int64_t b = 0; b < seqs; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         const fa_seq seq = fa_seq_of(pb, b);
         /* every row up to 4096, else 1024 rows evenly spread: a planning
          * estimate must not cost time in proportion to the rows (stride-0
@@ -94,14 +94,29 @@ void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads,
         keys += n ? sum * ((double)seq.seq_q / (double)n) : 0.0;
         rows += seq.seq_q;
     }
+    const int alone = b1 - b0 == 1 && pb->cu_q;
+    const fa_seq one = alone ? fa_seq_of(pb, b0) : (fa_seq){0};
     *q = (fa_tile_query){
-        .batch = pb->batch, .heads_q = pb->heads_q, .seq_q = pb->seq_q, .seq_k = pb->seq_k,
+        .batch = alone ? 1 : pb->batch, .heads_q = pb->heads_q,
+        .seq_q = alone ? one.seq_q : pb->seq_q, .seq_k = alone ? one.seq_k : pb->seq_k,
         .head_dim = pb->head_dim, .head_dim_v = pb->head_dim_v, .mask_edges = (pb->left >= 0) + (pb->right >= 0),
         .mean_keys = rows > 0 ? keys / (double)rows : 0.0,
         .elem_bytes = (int)sizeof(float), /* the kernels widen every dtype to f32 */
         .mr = kern->mr, .nr = kern->nr, .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes,
         .threads = threads,
     };
+}
+
+void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads, fa_tile_query *q) {
+    /* A dense batch's sequences all have the same lengths; a varlen
+     * batch's mean is over all its rows. */
+    query_of_seqs(pb, kern, threads, 0, pb->cu_q ? pb->batch : pb->batch > 0, q);
+}
+
+void fa_seq_tiles(const fa_problem *pb, const fa_kernels *kern, int64_t b, int *block_m, int *block_n) {
+    fa_tile_query q;
+    query_of_seqs(pb, kern, 1, b, b + 1, &q);
+    fa_tile_rule(&q, block_m, block_n);
 }
 
 static flashattn_status choose_tiles(const fa_problem *pb, const flashattn_params *p,
@@ -126,6 +141,15 @@ static flashattn_status choose_tiles(const fa_problem *pb, const flashattn_param
     if (tune_n > keys && keys <= FA_MAX_BLOCK) tune_n = (int)keys;
     if (tune_m) tune_m = fa_tile_fit_threads(&q, tune_m);
 
+    /* Under a boolean mask the tile summary is one grid for the batch. */
+    plan->per_seq = pb->cu_q && !pb->mask && !p->block_m && !env_m && !tune_m && !p->block_n && !env_n &&
+                    !tune_n && pb->batch > 0;
+    for (int64_t b = 0; plan->per_seq && b < pb->batch; b++) {
+        int bm, bn;
+        fa_seq_tiles(pb, kern, b, &bm, &bn);
+        if (b == 0 || bm > rule_m) rule_m = bm;
+        if (b == 0 || bn > rule_n) rule_n = bn;
+    }
     plan->block_m = p->block_m ? p->block_m : env_m ? env_m : tune_m ? tune_m : rule_m;
     plan->source_m = p->block_m ? "params" : env_m ? "environment" : tune_m ? "tuning file" : "rule";
     plan->block_n = p->block_n ? p->block_n : env_n ? env_n : tune_n ? tune_n : rule_n;
@@ -198,6 +222,8 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
                      !fa_mul_size(tiles, kb, &tiles)))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "mask tile summary overflows size_t");
     fa_layout_array(&plan->ws, FA_FWD_WS_TILES, "mask tiles", 1, tiles);
+    fa_layout_array(&plan->ws, FA_FWD_WS_SEQS, "sequence tiles", plan->per_seq ? (size_t)pb->batch + 1 : 0,
+                    sizeof(fa_fwd_seq_tiles));
     if (plan->ws.overflow) return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
     plan->workspace_bytes = fa_layout_workspace_bytes(&plan->ws);
     return FLASHATTN_OK;

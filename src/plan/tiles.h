@@ -12,6 +12,7 @@
 #define FA_TILES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/layout.h"
 #include "core/problem.h"
@@ -29,6 +30,12 @@ typedef struct fa_fwd_plan {
      * within the f32 sizes below), Q is used as given, and P is rounded to
      * bf16 for P V, as FlashAttention-2 does on GPUs. */
     int bf16_dot;
+    /* A varlen batch without a boolean mask, on the rule's tiles: each
+     * sequence runs on the tiles the rule gives it alone (fa_seq_tiles),
+     * as a dense call on it would, so its rows get that call's bits;
+     * block_m and block_n above are then the largest of them (they size
+     * the thread tiles). */
+    int per_seq;
     fa_layout ws;             /* FA_FWD_WS_*: the whole workspace */
     fa_layout group;          /* FA_FWD_GROUP_*: one group's packed K and V */
     fa_layout thread;         /* FA_FWD_THREAD_*: one thread's tiles */
@@ -38,7 +45,13 @@ typedef struct fa_fwd_plan {
 /* The workspace: groups_per_pass group areas, one tile area a thread, and
  * the boolean mask's tile summary (driver/score_tiles.h; empty without a
  * mask): [mask slices][ceil(seq_q / block_m)][ceil(seq_k / block_n)] bytes. */
-enum { FA_FWD_WS_GROUPS, FA_FWD_WS_THREADS, FA_FWD_WS_TILES };
+enum { FA_FWD_WS_GROUPS, FA_FWD_WS_THREADS, FA_FWD_WS_TILES, FA_FWD_WS_SEQS };
+/* per_seq: each sequence's tiles and the work items before it, batch + 1
+ * entries (the last: the total), filled by fa_fwd_run. */
+typedef struct {
+    int32_t block_m, block_n;
+    int64_t items_before;
+} fa_fwd_seq_tiles;
 /* A group's area: K as [ceil(seq_k / nr)][head_dim][nr] floats (the K
  * panels, fa_pack_k), V as column panels of [seq_k][w] floats (fa_pack_v);
  * on the bf16 dot-product route their pairs, in the same room. */
@@ -62,6 +75,10 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
  * mask's edges and the mean keys per row, kern's register tile, the
  * detected caches. The tools use it to show the rule's choice. */
 void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads, fa_tile_query *q);
+
+/* The rule's tiles for sequence b of pb alone, as a dense call on it with
+ * one thread would choose them (plan->per_seq). */
+void fa_seq_tiles(const fa_problem *pb, const fa_kernels *kern, int64_t b, int *block_m, int *block_n);
 
 /* Whether a tile the user gave (`what` names where: "params.block_n",
  * "FLASHATTN_BLOCK_N", "--block-n") can run on kern: >= 1, <= FA_MAX_BLOCK,
