@@ -170,8 +170,8 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
 FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int dot) {
     const fa_kernels *kern = t->kern;
     const int64_t dp = t->pb->head_dim_v_pad, bn = t->bn;
-    /* the packed V's rows: the layout's (the most keys), not the sequence's */
-    const int64_t rows = t->pb->seq_k, kh = (rows + 1) / 2;
+    /* the packed V's rows: the sequence's (fa_pack_v) */
+    const int64_t rows = t->seq->seq_k, kh = (rows + 1) / 2;
     const int mr = kern->mr, nr = kern->nr;
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);

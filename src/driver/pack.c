@@ -20,7 +20,9 @@ void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, 
 
 void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                int64_t j0, int64_t j1, float *dst, float *tmp) {
-    const int64_t d = pb->head_dim_v, dp = pb->head_dim_v_pad, rows = pb->seq_k, nr = kern->nr;
+    /* the sequence's own rows: a short sequence of a varlen batch packs as
+     * compactly as a dense call on it */
+    const int64_t d = pb->head_dim_v, dp = pb->head_dim_v_pad, rows = seq->seq_k, nr = kern->nr;
     for (int64_t j = j0; j < j1; j++) {
         const void *vrow = fa_row_ptr(pb->v, seq->kb, seq->k0 + j, hk);
         fa_prefetch_rows_ahead(pb->v, vrow, FA_ROW_AHEAD);
@@ -49,7 +51,7 @@ void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq 
 void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                      int64_t j0, int64_t j1, uint32_t *dst) {
     const int64_t d = pb->head_dim_v, dp = pb->head_dim_v_pad, nr = kern->nr;
-    const int64_t kh = (pb->seq_k + 1) / 2;
+    const int64_t kh = (seq->seq_k + 1) / 2;
     for (int64_t j = j0; j < j1; j += 2) {
         /* the key past an odd seq_k reads row j again, masked to zero */
         const int last = j + 1 >= seq->seq_k;

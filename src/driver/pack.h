@@ -17,7 +17,7 @@ void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, 
 
 /* Rows [j0, j1) of V, zero padded to head_dim_v_pad, cut into column
  * panels of nr (the last one narrower): panel c (c a multiple of nr, width
- * w = min(nr, head_dim_v_pad - c)) is [pb->seq_k][w] at dst + c * pb->seq_k,
+ * w = min(nr, head_dim_v_pad - c)) is [seq->seq_k][w] at dst + c * seq->seq_k,
  * so the P.V tile streams its B operand contiguously. tmp holds
  * head_dim_v_pad floats. */
 void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
@@ -41,7 +41,7 @@ static inline void fa_pairs_down(uint32_t *dst, int64_t stride, const void *row,
 void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                      int64_t j0, int64_t j1, uint32_t *dst);
 
-/* Rows [j0, j1) of V (j0 even) as pairs of keys: with kh = ceil(pb->seq_k
+/* Rows [j0, j1) of V (j0 even) as pairs of keys: with kh = ceil(seq->seq_k
  * / 2), column panel c (as in fa_pack_v, width w) is [kh][w] pairs at
  * dst + c * kh, pair (p, x) = (V[2p][c + x], V[2p + 1][c + x]); zero past
  * head_dim_v, and on top for the key seq->seq_k when it is odd. */
