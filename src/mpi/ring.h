@@ -60,6 +60,15 @@ flashattn_status ring_fail(flashattn_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void ring_clear_error(void);
 
+/* The ring's own struct: not NULL, a size this library knows. Checked
+ * before anything collective (a NULL ring has no communicator). */
+flashattn_status ring_check_struct(const flashattn_ring *ring);
+/* After the ring: s, or a failure on every rank if any rank's blocks
+ * failed (one collective), so that no rank writes its outputs alone. */
+flashattn_status ring_all_ran(ring_ctx *c, flashattn_status s);
+/* The call's stats into ring->stats, when the caller has the field. */
+void ring_report(ring_ctx *c, const flashattn_ring *ring);
+
 /* The user's params (NULL: defaults) as a current-size struct in *out,
  * checked for what the ring supports. */
 flashattn_status ring_read_params(const flashattn_params *p, flashattn_params *out);

@@ -266,28 +266,21 @@ flashattn_status flashattn_ring_bwd(const flashattn_ring *ring, const flashattn_
     bwd_bufs b = {0};
     float *home = NULL;
     ring_clear_error();
-    if (!ring) return ring_fail(FLASHATTN_ERR_NULL_POINTER, "ring is NULL");
-    if (ring->struct_size < offsetof(flashattn_ring, stats) || ring->struct_size > sizeof *ring)
-        return ring_fail(FLASHATTN_ERR_BAD_PARAM, "ring.struct_size %zu is not one this library knows",
-                         ring->struct_size);
+    flashattn_status s = ring_check_struct(ring);
+    if (s) return s;
     ring_offer mine = {RING_BWD, FLASHATTN_OK, NULL, q, k, v};
     mine.status = ring_read_params(p, &core);
     if (!mine.status) mine.status = check_local(q, k, v, o, dout, lse, dq, dk, dv, &core);
     mine.why = flashattn_ring_last_error();
-    flashattn_status s = ring_agree(ring, &mine, &core, &c);
-    if (s) return s;
+    if ((s = ring_agree(ring, &mine, &core, &c))) return s;
     if ((s = ring_agree_alloc(&c, alloc_bufs(&c, q, o, dout, lse, &b)))) {
         free_bufs(&b);
         return s;
     }
     s = run_ring(&c, q, k, v, o, dout, &b, &home);
-    int ok = s == FLASHATTN_OK, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c.comm);
-    if (!s && !all_ok) s = ring_fail(FLASHATTN_ERR_UNSUPPORTED, "a block failed on another rank");
+    s = ring_all_ran(&c, s); /* nothing is written unless every rank's blocks ran */
     if (!s) s = write_out(&c, &b, home, dq, dk, dv);
-    c.st.steps = c.ranks;
-    c.st.seconds = MPI_Wtime() - c.t0;
-    if (ring->struct_size > offsetof(flashattn_ring, stats) && ring->stats) *ring->stats = c.st;
+    ring_report(&c, ring);
     free_bufs(&b);
     ring_ctx_free(&c);
     return s;

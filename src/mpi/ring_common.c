@@ -19,6 +19,27 @@ void ring_clear_error(void) { ring_msg[0] = 0; }
 
 const char *flashattn_ring_last_error(void) { return ring_msg; }
 
+flashattn_status ring_check_struct(const flashattn_ring *ring) {
+    if (!ring) return ring_fail(FLASHATTN_ERR_NULL_POINTER, "ring is NULL");
+    if (ring->struct_size < offsetof(flashattn_ring, stats) || ring->struct_size > sizeof *ring)
+        return ring_fail(FLASHATTN_ERR_BAD_PARAM, "ring.struct_size %zu is not one this library knows",
+                         ring->struct_size);
+    return FLASHATTN_OK;
+}
+
+flashattn_status ring_all_ran(ring_ctx *c, flashattn_status s) {
+    int ok = s == FLASHATTN_OK, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
+    if (!s && !all_ok) s = ring_fail(FLASHATTN_ERR_UNSUPPORTED, "a block failed on another rank");
+    return s;
+}
+
+void ring_report(ring_ctx *c, const flashattn_ring *ring) {
+    c->st.steps = c->ranks;
+    c->st.seconds = MPI_Wtime() - c->t0;
+    if (ring->struct_size > offsetof(flashattn_ring, stats) && ring->stats) *ring->stats = c->st;
+}
+
 flashattn_status ring_read_params(const flashattn_params *p, flashattn_params *out) {
     flashattn_params_init(out);
     if (p) {
