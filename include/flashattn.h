@@ -110,6 +110,10 @@ typedef enum flashattn_dtype {
     FLASHATTN_F32 = 0,
     FLASHATTN_F16 = 1,   /* IEEE binary16 */
     FLASHATTN_BF16 = 2,  /* bfloat16 */
+    /* KV-cache storage only (flashattn_kv_cache, with scales): */
+    FLASHATTN_INT8 = 3,      /* signed 8-bit integer */
+    FLASHATTN_FP8_E4M3 = 4,  /* OCP float8 E4M3 ("e4m3fn"): no infinities, max 448 */
+    FLASHATTN_FP8_E5M2 = 5,  /* OCP float8 E5M2: the top byte of an f16, max 57344 */
     FLASHATTN_DTYPE_COUNT
 } flashattn_dtype;
 
@@ -401,8 +405,38 @@ FLASHATTN_API flashattn_status flashattn_fwd(
  *   seqlens_i32 or seqlens_i64 (exactly one) [batch]: rows already valid in
  *     each sequence, before this call's append. The call does not change
  *     them: add seq_new yourself afterwards.
- *   k and v share one dtype (f32, f16, bf16) and one shape.
+ *   k and v share one dtype and one shape: f32, f16, bf16, or a quantised
+ *     one (int8, fp8 e4m3 or e5m2) with k_scale and v_scale (see
+ *     flashattn_scale_kind; each of k and v has its own kind). The
+ *     attention is the exact one over the dequantised cache (element *
+ *     scale, in f32), computed without writing that cache out: the kernels
+ *     widen 8-bit rows in registers, per-token scales multiply the scores
+ *     (K) and the weights P (V), fixed ones fold into q (K) and into O (V).
+ *     Appending quantises each new row: x is stored as narrow(x / scale),
+ *     round to nearest even, saturating at the dtype's largest finite value
+ *     (int8 +-127, e4m3 +-448, e5m2 +-57344; infinities too); NaN stays NaN
+ *     in fp8, becomes 0 in int8. A per-token scale is max|x| / that largest
+ *     value (0 for an all-zero row; NaN for a row holding NaN or Inf, which
+ *     then reads as NaN).
  */
+/* How a quantised cache's scales are laid out: element e of the cache
+ * stands for e * scale.
+ *   PER_TOKEN    k_scale / v_scale [batch, seqlen, heads_kv, 1] like the
+ *                cache tensor (paged: [num_pages, page_size, ...]), any
+ *                strides: one scale per (row, kv-head), which the append
+ *                computes and writes for the rows it adds.
+ *   PER_CHANNEL  [1, 1, heads_kv, head_dim] (v: head_dim_v): one scale per
+ *                (kv-head, channel), fixed (calibrated beforehand, as KIVI
+ *                does for K, whose outliers sit in a few channels).
+ *   PER_HEAD     [1, 1, heads_kv, 1]: one per kv-head, fixed (stride_head 0
+ *                gives vLLM's one scale per tensor).
+ * Fixed scales must be finite and > 0, and the append quantises with them. */
+typedef enum flashattn_scale_kind {
+    FLASHATTN_SCALE_PER_TOKEN = 0,
+    FLASHATTN_SCALE_PER_CHANNEL = 1,
+    FLASHATTN_SCALE_PER_HEAD = 2
+} flashattn_scale_kind;
+
 typedef struct flashattn_kv_cache {
     size_t struct_size; /* sizeof(flashattn_kv_cache), set by _init */
     flashattn_tensor k, v;
@@ -418,6 +452,10 @@ typedef struct flashattn_kv_cache {
     const float *rotary_cos, *rotary_sin;
     int64_t rotary_len, rotary_dim;
     int rotary_interleaved;   /* 1: rotate pairs (0,1), (2,3)...; 0: halves (GPT-NeoX) */
+    /* Quantised caches (k and v of dtype FLASHATTN_INT8, FP8_E4M3 or
+     * FP8_E5M2): the scales, float32, and how they are laid out (below). */
+    flashattn_tensor k_scale, v_scale;
+    flashattn_scale_kind k_scale_kind, v_scale_kind;
 } flashattn_kv_cache;
 
 /* Fill *c with the defaults (size: as flashattn_params_init_size). */
@@ -500,6 +538,27 @@ FLASHATTN_API flashattn_status flashattn_decode(
     const flashattn_tensor *q, const flashattn_kv_cache *cache, const flashattn_tensor *k_new,
     const flashattn_tensor *v_new, const flashattn_tensor *o, float *lse,
     const flashattn_params *p, void *workspace, size_t workspace_bytes);
+
+/*
+ * Quantise a float K or V tensor into an 8-bit cache tensor (a cache
+ * filled once from a prompt's keys, say) by the append's rule (see
+ * flashattn_kv_cache):
+ *   src    [batch, seq, heads, head_dim]  f32, f16 or bf16
+ *   dst    the same shape, FLASHATTN_INT8, FP8_E4M3 or FP8_E5M2, any strides
+ *   scale  float32, laid out for `kind` against dst's shape
+ *          (flashattn_scale_kind). PER_TOKEN: written, one per row.
+ *          PER_CHANNEL / PER_HEAD: with calibrate = 1 written first, as
+ *          max|x| over every row of src per channel (per head) divided by
+ *          the dtype's largest value (the smallest normal float where that
+ *          is 0, so that the scale stays > 0); with calibrate = 0 read (each
+ *          finite and > 0).
+ *   num_threads  0: the OpenMP default.
+ * Calibrating on a src that holds a NaN or an infinity is
+ * FLASHATTN_ERR_BAD_PARAM. On any error nothing is written.
+ */
+FLASHATTN_API flashattn_status flashattn_quantize(const flashattn_tensor *src, const flashattn_tensor *dst,
+                                                  const flashattn_tensor *scale, flashattn_scale_kind kind,
+                                                  int calibrate, int num_threads);
 
 /*
  * Merge partial results over disjoint sets of keys into the result over

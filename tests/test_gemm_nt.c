@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/quant.h"
 #include "kernels/ref/ref.h"
 #include "testutil.h"
 
@@ -74,6 +75,12 @@ static void fill_typed(flashattn_dtype dt, void *raw, float *wide, size_t n, uin
         if (dt == FLASHATTN_F16) {
             ((uint16_t *)raw)[i] = fa_f32_to_f16(x);
             wide[i] = fa_f16_to_f32(((uint16_t *)raw)[i]);
+        } else if (fa_dtype_quant(dt)) { /* a quantised cache's range, no NaN codes */
+            const float y = x * (dt == FLASHATTN_INT8 ? 40.0f : dt == FLASHATTN_FP8_E4M3 ? 60.0f : 3000.0f);
+            uint8_t e = dt == FLASHATTN_INT8 ? (uint8_t)fa_f32_to_int8(y)
+                        : dt == FLASHATTN_FP8_E4M3 ? fa_f32_to_e4m3(y) : fa_f32_to_e5m2(y);
+            ((uint8_t *)raw)[i] = e;
+            wide[i] = fa_widen(raw, dt, (int64_t)i);
         } else if (dt == FLASHATTN_BF16) {
             ((uint16_t *)raw)[i] = fa_f32_to_bf16(x);
             wide[i] = fa_bf16_to_f32(((uint16_t *)raw)[i]);
@@ -83,8 +90,10 @@ static void fill_typed(flashattn_dtype dt, void *raw, float *wide, size_t n, uin
     }
 }
 
-static const flashattn_dtype dtypes[3] = {FLASHATTN_F32, FLASHATTN_F16, FLASHATTN_BF16};
-static const char *const dtype_names[3] = {"f32", "f16", "bf16"};
+enum { NDT = 6 };
+static const flashattn_dtype dtypes[NDT] = {FLASHATTN_F32, FLASHATTN_F16, FLASHATTN_BF16,
+                                            FLASHATTN_INT8, FLASHATTN_FP8_E4M3, FLASHATTN_FP8_E5M2};
+static const char *const dtype_names[NDT] = {"f32", "f16", "bf16", "int8", "fp8_e4m3", "fp8_e5m2"};
 
 /* gemm_nt with 16-bit rows of B equals the f32 call on the widened rows. */
 static void check_nt_typed(const fa_kernels *kern, int t, int m, int n, int64_t k, uint64_t *rng) {
@@ -93,7 +102,7 @@ static void check_nt_typed(const fa_kernels *kern, int t, int m, int n, int64_t 
     float *a = malloc((size_t)(m * lda + 1) * sizeof(float));
     /* exact sizes: ASan catches a read past the last row of B */
     const size_t nb = n > 0 ? (size_t)((n - 1) * ldb + k) : 0;
-    uint16_t *raw = malloc(nb * sizeof(uint16_t) + 1);
+    void *raw = malloc(nb * flashattn_dtype_size(dt) + 1);
     float *wide = malloc(nb * sizeof(float) + 1);
     float *c1 = malloc((size_t)(m * ldc + 1) * sizeof(float)), *c2 = malloc((size_t)(m * ldc + 1) * sizeof(float));
     fill(a, (size_t)(m * lda + 1), rng);
@@ -179,7 +188,7 @@ int main(void) {
     static const int64_t kt[] = {0, 1, 7, 15, 16, 17, 33, 128, 130};
     static const int nts[] = {0, 1, 3, 8, 9};
     for (int t = 0; t < n; t++)
-        for (int d = 1; d < 3; d++)
+        for (int d = 1; d < NDT; d++)
             for (size_t kk = 0; kk < sizeof kt / sizeof kt[0]; kk++)
                 for (int m = 0; m < 6; m++)
                     for (size_t j = 0; j < sizeof nts / sizeof nts[0]; j++)
@@ -188,7 +197,7 @@ int main(void) {
     static const int ns[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 48, 63, 64, 65, 100, 128, 140};
     static const int64_t kr[] = {0, 1, 2, 5, 16, 64, 70};
     for (int t = 0; t < n; t++)
-        for (int d = 0; d < 3; d++)
+        for (int d = 0; d < NDT; d++)
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
                 for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
                     for (size_t ki = 0; ki < sizeof kr / sizeof kr[0]; ki++)

@@ -379,7 +379,7 @@ static void test_exp2_nan(const fa_kernels *kn) {
 /* ---- conversions ------------------------------------------------------- */
 
 static const float muls[] = {1.0f, 0.125f, 0.08838834764831845f, -3.0f, 0.12751743f};
-static const char *const dt_names[] = {"f32", "f16", "bf16"};
+static const char *const dt_names[] = {"f32", "f16", "bf16", "int8", "fp8_e4m3", "fp8_e5m2"};
 
 static size_t dt_size(flashattn_dtype dt) { return flashattn_dtype_size(dt); }
 
@@ -442,6 +442,8 @@ static void test_convert(const fa_kernels *kn, uint64_t *rng) {
     for (size_t mi = 0; mi < sizeof muls / sizeof muls[0]; mi++) {
         load_case(kn, FLASHATTN_F16, h, 65536, muls[mi], "all patterns");
         load_case(kn, FLASHATTN_BF16, h, 65536, muls[mi], "all patterns");
+        for (int dt = FLASHATTN_INT8; dt < FLASHATTN_DTYPE_COUNT; dt++) /* every byte, many times over */
+            load_case(kn, (flashattn_dtype)dt, h, 131072, muls[mi], "all patterns");
         load_case(kn, FLASHATTN_F32, f, nf, muls[mi], "random");
     }
 
@@ -466,9 +468,9 @@ static void test_convert(const fa_kernels *kn, uint64_t *rng) {
     /* Tails and misalignment: every length 0..40 at offsets 0..3. */
     for (int64_t n = 0; n <= 40; n++)
         for (int off = 0; off < 4; off++)
-            for (int dt = 0; dt < 3; dt++) {
+            for (int dt = 0; dt < FLASHATTN_DTYPE_COUNT; dt++) {
                 load_case(kn, (flashattn_dtype)dt, dt == FLASHATTN_F32 ? (const void *)(f + off) : (const void *)(h + 30000 + off), n, 0.5f, "tail");
-                store_case(kn, (flashattn_dtype)dt, s + 1001 + off, n, 1.0f, "tail");
+                if (dt <= FLASHATTN_BF16) store_case(kn, (flashattn_dtype)dt, s + 1001 + off, n, 1.0f, "tail");
             }
     /* Every start within a cache line (store_stream streams whole lines
      * between a head and a tail stored plainly), lengths around a line
@@ -504,7 +506,7 @@ static void test_transpose(const fa_kernels *kn, uint64_t *rng) {
     for (int rows = 0; rows <= maxr; rows++)
         for (size_t ci = 0; ci < sizeof colsv / sizeof colsv[0]; ci++)
             for (size_t li = 0; li < sizeof lddv / sizeof lddv[0]; li++)
-                for (int dt = 0; dt < 3; dt++) {
+                for (int dt = 0; dt < FLASHATTN_DTYPE_COUNT; dt++) {
                     const int64_t cols = colsv[ci], ldd = lddv[li];
                     if (ldd < rows) continue;
                     const int mis = (rows + (int)ci) % 3 == 0;
@@ -540,7 +542,7 @@ static void test_transpose_page_end(const fa_kernels *kn) {
     float *x = alloc_floats(40 * 24), *y = alloc_floats(40 * 24);
     for (size_t r = 0; r < sizeof rowsv / sizeof rowsv[0]; r++)
         for (size_t c = 0; c < sizeof colsv / sizeof colsv[0]; c++)
-            for (int dt = 0; dt < 3; dt++) {
+            for (int dt = 0; dt < FLASHATTN_DTYPE_COUNT; dt++) {
                 const int rows = rowsv[r];
                 const int64_t cols = colsv[c], es = (int64_t)flashattn_dtype_size(dt);
                 char *src = map + page - (size_t)(rows * cols * es);

@@ -118,8 +118,8 @@ static flashattn_status check_scores_within(const flashattn_scores *t, const cha
     const int64_t dims[4] = {t->batch, t->heads, t->seq_q, t->seq_k};
     const int64_t strides[4] = {t->stride_batch, t->stride_head, t->stride_q, t->stride_k};
     static const char *dim_name[4] = {"batch", "heads", "seq_q", "seq_k"};
-    if (is_bias && !fa_dtype_valid(t->dtype))
-        return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "%s.dtype is %d, not a flashattn_dtype", name, (int)t->dtype);
+    if (is_bias && !fa_dtype_float(t->dtype))
+        return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "%s.dtype is %d: must be f32, f16 or bf16", name, (int)t->dtype);
     int64_t last = 0;
     int empty = 0;
     for (int x = 0; x < 4; x++) {
@@ -330,11 +330,17 @@ static flashattn_status tensor_extent(const flashattn_tensor *t, const char *nam
     return FLASHATTN_OK;
 }
 
-static flashattn_status check_tensor(const flashattn_tensor *t, const char *name) {
+/* A tensor's shape, strides and extent; its dtype one of the float ones,
+ * or (a KV cache's k and v: quant) an 8-bit cache dtype too. */
+static flashattn_status check_tensor_of(const flashattn_tensor *t, const char *name, int quant) {
     if (!t) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "%s is NULL", name);
     if (!fa_dtype_valid(t->dtype))
         return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "%s.dtype is %d, not a flashattn_dtype", name,
                        (int)t->dtype);
+    if (!quant && !fa_dtype_float(t->dtype))
+        return fa_fail(FLASHATTN_ERR_BAD_DTYPE,
+                       "%s.dtype is %s: only a KV cache's k and v can be int8 or fp8", name,
+                       fa_dtype_name(t->dtype));
     if (t->batch < 0 || t->seqlen < 0)
         return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "%s: batch and seqlen must be >= 0", name);
     if (t->heads < 1) return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "%s: heads must be >= 1", name);
@@ -349,6 +355,10 @@ static flashattn_status check_tensor(const flashattn_tensor *t, const char *name
     if (!t->data && t->batch > 0 && t->seqlen > 0)
         return fa_fail(FLASHATTN_ERR_NULL_POINTER, "%s.data is NULL", name);
     return tensor_extent(t, name);
+}
+
+static flashattn_status check_tensor(const flashattn_tensor *t, const char *name) {
+    return check_tensor_of(t, name, 0);
 }
 
 /* An output must give every (b, s, h) row its own memory: sort the outer
@@ -429,6 +439,8 @@ static flashattn_status check_seqlens(const fa_decode_problem *dp, int64_t capac
 
 /* The first release's cache struct ends at seqlens_i64. */
 #define FA_KV_CACHE_V1_SIZE (offsetof(flashattn_kv_cache, seqlens_i64) + sizeof(const int64_t *))
+/* 0.3's ends at rotary_interleaved, before the quantised caches' scales. */
+#define FA_KV_CACHE_V3_SIZE offsetof(flashattn_kv_cache, k_scale)
 
 /* The cache's rotary tables. */
 static flashattn_status check_rotary(const flashattn_kv_cache *c, int64_t d) {
@@ -449,6 +461,80 @@ static flashattn_status check_rotary(const flashattn_kv_cache *c, int64_t d) {
     return FLASHATTN_OK;
 }
 
+/* A scale tensor for kind against kv, the 8-bit tensor it scales: dtype,
+ * shape, layout (distinct rows when per-token ones are written), and the
+ * fixed ones' values unless they are about to be written. */
+static flashattn_status check_scale_tensor(const flashattn_tensor *sc, const flashattn_tensor *kv,
+                                           flashattn_scale_kind kind, const char *name, int writing,
+                                           int calibrating) {
+    flashattn_status s;
+    if (kind != FLASHATTN_SCALE_PER_TOKEN && kind != FLASHATTN_SCALE_PER_CHANNEL && kind != FLASHATTN_SCALE_PER_HEAD)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "%s: scale kind %d is not a flashattn_scale_kind", name, (int)kind);
+    if (!sc->data && kv->batch > 0 && kv->seqlen > 0)
+        return fa_fail(FLASHATTN_ERR_NULL_POINTER, "%s.data is NULL: a %s cache needs its scales", name,
+                       fa_dtype_name(kv->dtype));
+    if (sc->dtype != FLASHATTN_F32) return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "%s.dtype must be FLASHATTN_F32", name);
+    if ((s = check_tensor(sc, name))) return s;
+    const int token = kind == FLASHATTN_SCALE_PER_TOKEN;
+    const int64_t want[4] = {token ? kv->batch : 1, token ? kv->seqlen : 1, kv->heads,
+                             kind == FLASHATTN_SCALE_PER_CHANNEL ? kv->head_dim : 1};
+    if (sc->batch != want[0] || sc->seqlen != want[1] || sc->heads != want[2] || sc->head_dim != want[3])
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE,
+                       "%s is [%lld, %lld, %lld, %lld]: a %s scale must be [%lld, %lld, %lld, %lld]", name,
+                       (long long)sc->batch, (long long)sc->seqlen, (long long)sc->heads, (long long)sc->head_dim,
+                       token ? "per-token" : kind == FLASHATTN_SCALE_PER_CHANNEL ? "per-channel" : "per-head",
+                       (long long)want[0], (long long)want[1], (long long)want[2], (long long)want[3]);
+    if ((token ? writing : calibrating) && !rows_distinct(sc))
+        return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "%s: strides make distinct rows overlap, cannot write them", name);
+    for (int64_t h = 0; !token && !calibrating && h < sc->heads; h++)
+        for (int64_t e = 0; e < sc->head_dim; e++) {
+            const float x = ((const float *)sc->data)[h * sc->stride_head + e];
+            if (!(x > 0.0f && x <= 3.4028234663852886e38f))
+                return fa_fail(FLASHATTN_ERR_BAD_PARAM,
+                               "%s[head %lld][%lld] is %g: fixed scales must be finite and > 0", name,
+                               (long long)h, (long long)e, (double)x);
+        }
+    return FLASHATTN_OK;
+}
+
+/* A quantised cache's scales (flashattn_scale_kind); none for a float
+ * cache. */
+static flashattn_status check_scales(const flashattn_kv_cache *c, int appending, fa_decode_problem *dp) {
+    flashattn_status s;
+    const int quant = fa_dtype_quant(c->k.dtype);
+    for (int t = 0; t < 2; t++) {
+        const flashattn_tensor *sc = t ? &c->v_scale : &c->k_scale, *kv = t ? &c->v : &c->k;
+        const flashattn_scale_kind kind = t ? c->v_scale_kind : c->k_scale_kind;
+        const char *name = t ? "cache.v_scale" : "cache.k_scale";
+        if (!quant) {
+            if (sc->data)
+                return fa_fail(FLASHATTN_ERR_BAD_PARAM, "%s: scales are for int8 and fp8 caches (this one is %s)",
+                               name, fa_dtype_name(c->k.dtype));
+            continue;
+        }
+        if ((s = check_scale_tensor(sc, kv, kind, name, appending, 0))) return s;
+        dp->scale[t] = *sc;
+        dp->scale_kind[t] = kind;
+    }
+    return FLASHATTN_OK;
+}
+
+flashattn_status fa_validate_quantize(const flashattn_tensor *src, const flashattn_tensor *dst,
+                                      const flashattn_tensor *scale, flashattn_scale_kind kind, int calibrate) {
+    flashattn_status s;
+    if ((s = check_tensor(src, "src")) || (s = check_tensor_of(dst, "dst", 1))) return s;
+    if (!scale) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "scale is NULL");
+    if (!fa_dtype_quant(dst->dtype))
+        return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "dst.dtype is %s: must be int8, fp8_e4m3 or fp8_e5m2",
+                       fa_dtype_name(dst->dtype));
+    if (src->batch != dst->batch || src->seqlen != dst->seqlen || src->heads != dst->heads ||
+        src->head_dim != dst->head_dim)
+        return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "src and dst must have the same shape");
+    if (calibrate != 0 && calibrate != 1) return fa_fail(FLASHATTN_ERR_BAD_PARAM, "calibrate must be 0 or 1");
+    if (!rows_distinct(dst)) return fa_fail(FLASHATTN_ERR_BAD_STRIDE, "dst: strides make distinct rows overlap");
+    return check_scale_tensor(scale, dst, kind, "scale", 1, calibrate && kind != FLASHATTN_SCALE_PER_TOKEN);
+}
+
 /* The cache's k and v, their layout, the lengths and the block table, for
  * nseq sequences. */
 static flashattn_status check_cache(const flashattn_kv_cache *c, const flashattn_tensor *q,
@@ -456,7 +542,8 @@ static flashattn_status check_cache(const flashattn_kv_cache *c, const flashattn
                                     int64_t *capacity) {
     flashattn_status s;
     if (!c) return fa_fail(FLASHATTN_ERR_NULL_POINTER, "cache is NULL");
-    if (c->struct_size != sizeof *c && c->struct_size != FA_KV_CACHE_V1_SIZE)
+    if (c->struct_size != sizeof *c && c->struct_size != FA_KV_CACHE_V1_SIZE &&
+        c->struct_size != FA_KV_CACHE_V3_SIZE)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM,
                        "cache.struct_size is %zu: initialise it with flashattn_kv_cache_init()",
                        c->struct_size);
@@ -464,13 +551,14 @@ static flashattn_status check_cache(const flashattn_kv_cache *c, const flashattn
     flashattn_kv_cache_init(&all);
     memcpy(&all, c, c->struct_size);
     c = &all;
-    if ((s = check_tensor(&c->k, "cache.k")) || (s = check_tensor(&c->v, "cache.v"))) return s;
+    if ((s = check_tensor_of(&c->k, "cache.k", 1)) || (s = check_tensor_of(&c->v, "cache.v", 1))) return s;
     if (c->k.dtype != c->v.dtype)
         return fa_fail(FLASHATTN_ERR_BAD_DTYPE, "cache.k and cache.v must have the same dtype");
     if (c->k.batch != c->v.batch || c->k.seqlen != c->v.seqlen || c->k.heads != c->v.heads)
         return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "cache.k and cache.v must have the same batch, seqlen and heads");
     if (c->k.head_dim != q->head_dim)
         return fa_fail(FLASHATTN_ERR_BAD_SHAPE, "the cache's head_dim must be q's");
+    if ((s = check_scales(c, appending, dp))) return s;
     if (appending && (!rows_distinct(&c->k) || !rows_distinct(&c->v)))
         return fa_fail(FLASHATTN_ERR_BAD_STRIDE,
                        "cache.k/v: strides make distinct rows overlap, cannot append");

@@ -19,6 +19,10 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
                                     const flashattn_params *p, fa_decode_problem *dp);
 
 /* Validate the inputs of flashattn_merge (lse is never checked: optional). */
+/* flashattn_quantize's arguments. */
+flashattn_status fa_validate_quantize(const flashattn_tensor *src, const flashattn_tensor *dst,
+                                      const flashattn_tensor *scale, flashattn_scale_kind kind, int calibrate);
+
 flashattn_status fa_validate_merge(int64_t n, const flashattn_tensor *parts,
                                    const float *const *lse_parts, const flashattn_tensor *o);
 

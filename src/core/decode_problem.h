@@ -23,6 +23,10 @@ typedef struct fa_decode_problem {
     const float *rot_cos, *rot_sin;
     int64_t rot_dim;
     int rot_interleaved, rot_q_step;
+    /* A quantised cache's scales, of k [0] and v [1] (data NULL: a float
+     * cache), as flashattn_kv_cache gives them. */
+    flashattn_tensor scale[2];
+    flashattn_scale_kind scale_kind[2];
 } fa_decode_problem;
 
 /* Rotate the first rot_dim elements of row x, at position pos, in place. */
@@ -48,6 +52,26 @@ static inline void *fa_cache_row(const fa_decode_problem *dp, const flashattn_te
     }
     int64_t off = page * t->stride_batch + slot * t->stride_seq + hk * t->stride_head;
     return (char *)t->data + off * fa_dtype_bytes(t->dtype);
+}
+
+/* The per-token scale of key j of sequence s, kv-head hk, in the cache's
+ * k (t = 0) or v (t = 1) scales: addressed as the cache row is. */
+static inline float *fa_cache_scale(const fa_decode_problem *dp, int t, const fa_seq *s, int64_t j,
+                                    int64_t hk) {
+    return (float *)fa_cache_row(dp, &dp->scale[t], s, j, hk);
+}
+
+/* Whether the cache's k (t = 0) or v (t = 1) has a scale per token; and
+ * the fixed scales of kv-head hk (per channel: one per element; per head:
+ * the one, *step set to 0). */
+static inline int fa_scale_per_token(const fa_decode_problem *dp, int t) {
+    return dp->scale[t].data && dp->scale_kind[t] == FLASHATTN_SCALE_PER_TOKEN;
+}
+
+static inline const float *fa_scale_fixed(const fa_decode_problem *dp, int t, int64_t hk, int64_t *step) {
+    const flashattn_tensor *sc = &dp->scale[t];
+    *step = dp->scale_kind[t] == FLASHATTN_SCALE_PER_CHANNEL;
+    return (const float *)sc->data + hk * sc->stride_head;
 }
 
 #endif

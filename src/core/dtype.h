@@ -1,9 +1,11 @@
 /*
  * The storage dtypes: one table of their traits (name, bytes), and the
- * scalar conversions between float and the 16-bit types, shared by the
+ * scalar conversions between float and the narrow types, shared by the
  * portable kernels, the reference and the tools. Widening is exact;
- * narrowing rounds to nearest even, NaN stays NaN (quiet), overflow goes
- * to infinity. The SIMD kernels convert the same way, bit for bit.
+ * narrowing to f16/bf16 rounds to nearest even, NaN stays NaN (quiet),
+ * overflow goes to infinity. The SIMD kernels convert the same way, bit
+ * for bit. The 8-bit cache dtypes (int8, fp8) narrow as core/quant.h
+ * says: round to nearest even, saturating.
  */
 #ifndef FA_CORE_DTYPE_H
 #define FA_CORE_DTYPE_H
@@ -24,11 +26,23 @@ static const fa_dtype_traits fa_dtype_table[FLASHATTN_DTYPE_COUNT] = {
     [FLASHATTN_F32] = {"f32", 4},
     [FLASHATTN_F16] = {"f16", 2},
     [FLASHATTN_BF16] = {"bf16", 2},
+    [FLASHATTN_INT8] = {"int8", 1},
+    [FLASHATTN_FP8_E4M3] = {"fp8_e4m3", 1},
+    [FLASHATTN_FP8_E5M2] = {"fp8_e5m2", 1},
 };
 
 /* Whether dt is one of the table's (user input is checked with this
  * before anything else reads the table). */
 static inline int fa_dtype_valid(flashattn_dtype dt) { return (unsigned)dt < FLASHATTN_DTYPE_COUNT; }
+
+/* The dtypes of values computed with (q, o, k_new, gradients, a bias):
+ * f32, f16, bf16. The others are a KV cache's storage only. */
+static inline int fa_dtype_float(flashattn_dtype dt) { return (unsigned)dt <= FLASHATTN_BF16; }
+
+/* The 8-bit cache dtypes, whose elements stand for element * scale. */
+static inline int fa_dtype_quant(flashattn_dtype dt) {
+    return dt == FLASHATTN_INT8 || dt == FLASHATTN_FP8_E4M3 || dt == FLASHATTN_FP8_E5M2;
+}
 
 /* Bytes of one element of a valid dtype. */
 static inline int fa_dtype_bytes(flashattn_dtype dt) { return fa_dtype_table[dt].bytes; }
@@ -91,12 +105,30 @@ static inline uint16_t fa_f32_to_f16(float f) {
     return (uint16_t)(sign | h);
 }
 
+/* OCP float8 E4M3 ("e4m3fn": bias 7, no infinities, S.1111.111 NaN, 448
+ * the largest finite value) to f32, exactly. */
+static inline float fa_e4m3_to_f32(uint8_t x) {
+    const uint32_t sign = (uint32_t)(x & 0x80u) << 24, e = (x >> 3) & 0xfu, m = x & 7u;
+    if (e == 0xf && m == 7) return fa_bits_f32(sign | 0x7fc00000u);
+    if (e == 0) { /* subnormal: m * 2^-9 */
+        const float f = (float)m * 0.001953125f;
+        return sign ? -f : f;
+    }
+    return fa_bits_f32(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+/* OCP float8 E5M2 (bias 15, IEEE-like: the top byte of an f16) to f32. */
+static inline float fa_e5m2_to_f32(uint8_t x) { return fa_f16_to_f32((uint16_t)(x << 8)); }
+
 /* Element i of a row of dtype dt, widened to f32: exact, except that a
- * signalling f16 NaN comes out quiet (its payload kept), as VCVTPH2PS and
- * the load kernels' multiplication make it. */
+ * signalling f16 (or e5m2) NaN comes out quiet (its payload kept), as
+ * VCVTPH2PS and the load kernels' multiplication make it. */
 static inline float fa_widen(const void *src, flashattn_dtype dt, int64_t i) {
     if (dt == FLASHATTN_F32) return ((const float *)src)[i];
-    const uint16_t h = ((const uint16_t *)src)[i];
+    if (dt == FLASHATTN_INT8) return (float)((const int8_t *)src)[i];
+    if (dt == FLASHATTN_FP8_E4M3) return fa_e4m3_to_f32(((const uint8_t *)src)[i]);
+    const uint16_t h = dt == FLASHATTN_FP8_E5M2 ? (uint16_t)(((const uint8_t *)src)[i] << 8)
+                                                : ((const uint16_t *)src)[i];
     if (dt == FLASHATTN_BF16) return fa_bf16_to_f32(h);
     const float f = fa_f16_to_f32(h);
     return f != f ? fa_bits_f32(fa_f32_bits(f) | 0x00400000u) : f;

@@ -16,9 +16,26 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/quant.h"
 #include "core/tensor.h"
 #include "core/threads.h"
 #include "driver/merge.h"
+
+/* A new row x[0..d) of kv-head hk into an 8-bit cache row: with its own
+ * scale, computed and stored beside it, or the fixed ones (core/quant.h). */
+static void quantise_row(const fa_decode_problem *dp, int t, const fa_seq *seq, int64_t row, int64_t hk,
+                         void *to, const float *x, int64_t d) {
+    const flashattn_dtype dt = t ? dp->base.v->dtype : dp->base.k->dtype;
+    if (fa_scale_per_token(dp, t)) {
+        float *s = fa_cache_scale(dp, t, seq, row, hk);
+        *s = fa_quant_token_scale(x, d, dt);
+        fa_quant_row(to, dt, x, d, s, 0);
+    } else {
+        int64_t step;
+        const float *s = fa_scale_fixed(dp, t, hk, &step);
+        fa_quant_row(to, dt, x, d, s, step);
+    }
+}
 
 void fa_decode_append(const fa_decode_problem *dp, const fa_kernels *kern, int64_t b, int64_t j,
                       float *tmp) {
@@ -32,7 +49,11 @@ void fa_decode_append(const fa_decode_problem *dp, const fa_kernels *kern, int64
             const int64_t d = t ? pb->head_dim_v : pb->head_dim;
             const void *from = fa_row_ptr(src[t], seq.qb, seq.q0 + j, hk);
             void *to = fa_cache_row(dp, dst[t], &seq, row, hk);
-            if (t == 0 && dp->rot_cos) { /* K rotated at its position */
+            if (fa_dtype_quant(dst[t]->dtype)) {
+                kern->load(tmp, from, src[t]->dtype, d, 1.0f);
+                if (t == 0 && dp->rot_cos) fa_rotary_row(dp, tmp, seq.k0 + row);
+                quantise_row(dp, t, &seq, row, hk, to, tmp, d);
+            } else if (t == 0 && dp->rot_cos) { /* K rotated at its position */
                 kern->load(tmp, from, src[t]->dtype, d, 1.0f);
                 fa_rotary_row(dp, tmp, seq.k0 + row); /* its cache row */
                 kern->store(to, dst[t]->dtype, tmp, d, 1.0f);

@@ -55,6 +55,10 @@
  * by the 8 calls of a piece in address order, within L1. */
 #define FA_DECODE_PIECE 16
 
+/* Per-token scales gathered at a time (a piece's, or a wide piece's in
+ * a few goes). */
+#define FA_DECODE_SCALES 64
+
 /* The run of rows starting at logical row j (< end) of kv-head hk of
  * sequence b in t (the cache's k or v): consecutive slots, so one row
  * stride. Returns its length and sets *row to its first row. */
@@ -195,8 +199,37 @@ static void load_queries(const decode_item *t) {
                       pb->scale_log2);
         if (t->dp->rot_cos)
             fa_rotary_row(t->dp, t->q + r * d, t->seq.k0 + fa_kv_given(pb, b) + w.i * t->dp->rot_q_step);
+        if (t->dp->scale[0].data && !fa_scale_per_token(t->dp, 0)) { /* q . (k * s) = (q * s) . k */
+            int64_t step;
+            const float *ks = fa_scale_fixed(t->dp, 0, w.h / g, &step);
+            for (int64_t c = 0; c < d; c++) t->q[r * d + c] *= ks[c * step];
+        }
         t->mx[r] = -INFINITY;
         t->ls[r] = 0.0f;
+    }
+}
+
+/* A quantised cache's per-token scales on a piece: columns [0, len) of
+ * the kv-head's mh rows at x (row stride ld) times the scales of keys
+ * j .. j + len - 1 of kv-head hk in the cache's k (t = 0) or v (t = 1)
+ * scales, one run of slots, so one stride apart. On V (skip_zero) a
+ * weight of 0 stays 0 whatever the scale: a key a row does not see
+ * leaves it nothing, even with a NaN scale (flashattn.h's rule). */
+static void scale_columns(const decode_item *t, int which, float *x, int64_t ld, int64_t j, int64_t len,
+                          int64_t hk, int skip_zero) {
+    const float *sc = fa_cache_scale(t->dp, which, &t->seq, j, hk);
+    const int64_t step = t->dp->scale[which].stride_seq;
+    float s[FA_DECODE_SCALES];
+    for (int64_t c0 = 0; c0 < len; c0 += FA_DECODE_SCALES) {
+        const int64_t n = len - c0 < FA_DECODE_SCALES ? len - c0 : FA_DECODE_SCALES;
+        for (int64_t c = 0; c < n; c++) s[c] = sc[(c0 + c) * step];
+        for (int r = 0; r < t->mh; r++) {
+            float *xr = x + r * ld + c0;
+            if (skip_zero)
+                for (int64_t c = 0; c < n; c++) xr[c] = xr[c] != 0.0f ? xr[c] * s[c] : 0.0f;
+            else
+                for (int64_t c = 0; c < n; c++) xr[c] *= s[c];
+        }
     }
 }
 
@@ -221,6 +254,8 @@ static void qk_step(const decode_item *t, int64_t j0, int64_t n, int64_t j_end) 
             else
                 t->kern->gemm_nt(t->mh, (int)len, d, t->q + h * t->mh * d, d, row + h * khs, kt->dtype,
                                  kt->stride_seq, sh, sld, pf);
+            if (fa_scale_per_token(t->dp, 0))
+                scale_columns(t, 0, sh, sld, j, len, t->hk0 + h, 0);
         }
         j += len;
     }
@@ -261,7 +296,9 @@ static void pv_step(const decode_item *t, int64_t j0, int64_t n, int64_t j_end, 
         if (len > t->piece) len = t->piece;
         const int64_t pf = t->plan->wide_piece ? 0 : next_piece(t->dp, vt, &t->seq, t->hk0, j, len, j_end, row);
         for (int64_t h = 0; h < t->nh; h++) {
-            const float *ph = t->s + h * t->mh * sld + (j - j0);
+            float *ph = t->s + h * t->mh * sld + (j - j0);
+            if (fa_scale_per_token(t->dp, 1)) /* P (V * s) = (P * s) V, column by column */
+                scale_columns(t, 1, ph, sld, j, len, t->hk0 + h, 1);
             if (t->plan->wide_piece)
                 wide_pv(t->kern, t->mh, (int)len, dv, dpad, ph, sld, row + h * vhs, vt->dtype, vt->stride_seq,
                         t->wk, t->acc + h * t->mh * dpad, !first || j > j0);
@@ -304,6 +341,12 @@ static void finalize_rows(const decode_item *t, const flashattn_tensor *o, float
     row_walk w = walk_start(t->i0, t->hk0, pb->group);
     for (int r = 0; r < t->m; r++, walk_next(&w, t->i0, pb->group, t->i1 - t->i0)) {
         void *orow = (void *)fa_row_ptr(o, t->seq.qb, t->seq.q0 + w.i, w.h);
+        if (t->dp->scale[1].data && !fa_scale_per_token(t->dp, 1)) { /* P (V * s) = (P V) * s */
+            int64_t step;
+            const float *vs = fa_scale_fixed(t->dp, 1, w.h / pb->group, &step);
+            float *acc = t->acc + r * pb->head_dim_v_pad;
+            for (int64_t c = 0; c < pb->head_dim_v; c++) acc[c] *= vs[c * step];
+        }
         fa_softmax_finalize_row(t->kern, orow, o->dtype, t->acc + r * pb->head_dim_v_pad, pb->head_dim_v,
                                 t->mx[r], t->ls[r], lse ? fa_lse_at(pb, lse, &t->seq, w.h, w.i) : NULL,
                                 split == 0 ? fa_sink2(pb->sinks, w.h) : -INFINITY);

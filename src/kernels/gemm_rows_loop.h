@@ -41,6 +41,9 @@ static inline __attribute__((always_inline)) void fa_gemm_rows_dispatch(
     case FLASHATTN_F32: fa_gemm_rows_loop(FLASHATTN_F32, m, n, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
     case FLASHATTN_F16: fa_gemm_rows_loop(FLASHATTN_F16, m, n, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
     case FLASHATTN_BF16: fa_gemm_rows_loop(FLASHATTN_BF16, m, n, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
+    case FLASHATTN_INT8: fa_gemm_rows_loop(FLASHATTN_INT8, m, n, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
+    case FLASHATTN_FP8_E4M3: fa_gemm_rows_loop(FLASHATTN_FP8_E4M3, m, n, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
+    case FLASHATTN_FP8_E5M2: fa_gemm_rows_loop(FLASHATTN_FP8_E5M2, m, n, k, a, lda, b, ldb, c, ldc, accumulate, pf); break;
     default: break;
     }
 }

@@ -118,10 +118,12 @@ typedef struct fa_kernels {
     /* x[i] *= a */
     void (*scale)(float *x, int64_t n, float a);
 
-    /* dst[i] = (float)src[i] * mul, src in dtype. */
+    /* dst[i] = (float)src[i] * mul, src in any dtype (the 8-bit cache
+     * dtypes too: core/dtype.h's exact widening). */
     void (*load)(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
 
-    /* dst[i] = round_to_dtype(src[i] * mul), round to nearest even. */
+    /* dst[i] = round_to_dtype(src[i] * mul), round to nearest even; dt
+     * f32, f16 or bf16 (8-bit cache rows are written by core/quant.h). */
     void (*store)(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul);
 
     /* store's bytes, bit for bit, but the whole cache lines of dst it
@@ -141,9 +143,9 @@ typedef struct fa_kernels {
 
     /* C[m x n] = A[m x k] . B^T, B given as n rows of k elements of dtype
      * bt (row stride ldb elements): decode's S = Q K^T straight from the
-     * cache's K rows, with no [k][nr] panel to pack and no f32 copy (f16
-     * and bf16 widen to f32 exactly, so the result is the f32 call's on the
-     * widened rows, bit for bit). Any m, n >= 0, k >= 0 (C = 0), any strides
+     * cache's K rows, with no [k][nr] panel to pack and no f32 copy (every
+     * dtype, the 8-bit cache ones too, widens to f32 exactly, so the
+     * result is the f32 call's on the widened rows, bit for bit). Any m, n >= 0, k >= 0 (C = 0), any strides
      * and alignment; C is overwritten, never read. The order of each sum
      * over k is the kernel's own (SIMD lanes, then a reduction), so results
      * agree with the portable kernel to rounding, not bit for bit; but an

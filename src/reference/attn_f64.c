@@ -17,7 +17,7 @@ double fa_tensor_get(const flashattn_tensor *t, int64_t b, int64_t s, int64_t h,
     case FLASHATTN_F32: return ((const float *)t->data)[off];
     case FLASHATTN_F16: return fa_f16_to_f32(((const uint16_t *)t->data)[off]);
     case FLASHATTN_BF16: return fa_bf16_to_f32(((const uint16_t *)t->data)[off]);
-    default: return NAN;
+    default: return fa_dtype_valid(t->dtype) ? fa_widen(t->data, t->dtype, off) : NAN;
     }
 }
 

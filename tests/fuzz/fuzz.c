@@ -48,7 +48,7 @@ int64_t fz_extent(const flashattn_tensor *t) {
     return last < INT64_MAX ? last + 1 : -1;
 }
 
-size_t fz_esize(flashattn_dtype dt) { return fa_dtype_valid(dt) ? (size_t)fa_dtype_bytes(dt) : 4; }
+size_t fz_esize(flashattn_dtype dt) { return fa_dtype_float(dt) ? (size_t)fa_dtype_bytes(dt) : 4; }
 
 static void put_elem(unsigned char *mem, flashattn_dtype dt, size_t i, double v) {
     if (dt == FLASHATTN_F16) {

@@ -141,9 +141,10 @@ static void edit_tensor(fz *f, flashattn_tensor **ts, const char *const *names, 
 
 /* Whether the header forbids t in any call: an unknown dtype, a negative
  * size or stride, no head, a head_dim out of range, stride_dim not 1, an
- * extent past int64, no data for elements it has. */
+ * extent past int64, no data for elements it has. (The 8-bit dtypes are
+ * a cache's only, with scales, which the harness never gives.) */
 static int tensor_forbidden(const flashattn_tensor *t) {
-    if (!fa_dtype_valid(t->dtype) || t->batch < 0 || t->seqlen < 0 || t->heads < 1 || t->head_dim < 1 ||
+    if (!fa_dtype_float(t->dtype) || t->batch < 0 || t->seqlen < 0 || t->heads < 1 || t->head_dim < 1 ||
         t->head_dim > FLASHATTN_MAX_HEAD_DIM || t->stride_dim != 1 || t->stride_batch < 0 || t->stride_seq < 0 ||
         t->stride_head < 0)
         return 1;

@@ -7,13 +7,15 @@
  *   f16 -> f32  VCVTPH2PS is exact (subnormals, inf, NaN included);
  *   f32 -> f16  VCVTPS2PH with an explicit round-to-nearest-even immediate,
  *               then NaNs rewritten to the reference's sign | 0x7e00;
- *   bf16        integer shifts, the reference's RNE formula lane by lane.
+ *   bf16        integer shifts, the reference's RNE formula lane by lane;
+ *   int8, fp8   (load only: KV caches) widen_avx2.h's exact widening.
  */
 #include <immintrin.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "kernels/avx2/avx2.h"
+#include "kernels/avx2/widen_avx2.h"
 
 static inline __m256 bf16_to_f32(__m128i h) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -74,13 +76,16 @@ void fa_load_avx2(float *dst, const void *src, flashattn_dtype dt, int64_t n, fl
             _mm256_storeu_ps(dst + i, _mm256_mul_ps(bf16_to_f32(_mm_loadu_si128((const __m128i *)(h + i))), vm));
         for (; i < n; i++) dst[i] = fa_bf16_to_f32(h[i]) * mul;
         break;
-    default:
+    default: /* the 8-bit cache dtypes */
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_mul_ps(fa256_widen(dt, (const char *)src + i), vm));
+        for (; i < n; i++) dst[i] = fa_widen(src, dt, i) * mul;
         break;
     }
 }
 
 void fa_store_avx2(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
-    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_float(dt));
     const __m256 vm = _mm256_set1_ps(mul);
     float *f = dst;
     uint16_t *h = dst;
@@ -134,13 +139,7 @@ void fa_store_fence_avx2(void) { _mm_sfence(); }
 
 /* 8 elements of a row of dtype dt, widened to f32. */
 static inline __m256 widen8(const void *src, flashattn_dtype dt, int64_t i) {
-    switch (dt) {
-    case FLASHATTN_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i)));
-    case FLASHATTN_BF16:
-        return _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i))), 16));
-    default: return _mm256_loadu_ps((const float *)src + i);
-    }
+    return fa256_widen(dt, (const char *)src + i * fa_dtype_bytes(dt));
 }
 
 /* One whole 8 x 8 block in registers: 8 source rows lds elements apart, 8

@@ -6,7 +6,8 @@
  *   f16 -> f32  VCVTPH2PS is exact (subnormals, inf, NaN included);
  *   f32 -> f16  VCVTPS2PH with an explicit round-to-nearest-even immediate,
  *               then NaNs rewritten to the reference's sign | 0x7e00;
- *   bf16        integer shifts, the reference's RNE formula lane by lane.
+ *   bf16        integer shifts, the reference's RNE formula lane by lane;
+ *   int8, fp8   (load only: KV caches) widen_avx512.h's exact widening.
  */
 #include <immintrin.h>
 
@@ -100,12 +101,16 @@ void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, 
         break;
     case FLASHATTN_F16: load_half(dst, src, n, vm, 0); break;
     case FLASHATTN_BF16: load_half(dst, src, n, vm, 1); break;
-    default: break;
+    default: /* the 8-bit cache dtypes */
+        for (int64_t i = 0; i < n; i += 16)
+            _mm512_mask_storeu_ps(dst + i, tail_mask(n - i),
+                                  _mm512_mul_ps(fa512_widen(dt, (const char *)src + i, tail_mask(n - i)), vm));
+        break;
     }
 }
 
 void fa_store_avx512(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
-    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_float(dt));
     const __m512 vm = _mm512_set1_ps(mul);
     float *f = dst;
     const int64_t n16 = n / 16 * 16;
@@ -217,6 +222,9 @@ void fa_transpose_avx512(float *dst, int64_t ldd, const void *src, int64_t lds, 
     switch (dt) {
     case FLASHATTN_F16: transpose_dt(dst, ldd, src, lds, FLASHATTN_F16, rows, cols); break;
     case FLASHATTN_BF16: transpose_dt(dst, ldd, src, lds, FLASHATTN_BF16, rows, cols); break;
+    case FLASHATTN_INT8: transpose_dt(dst, ldd, src, lds, FLASHATTN_INT8, rows, cols); break;
+    case FLASHATTN_FP8_E4M3: transpose_dt(dst, ldd, src, lds, FLASHATTN_FP8_E4M3, rows, cols); break;
+    case FLASHATTN_FP8_E5M2: transpose_dt(dst, ldd, src, lds, FLASHATTN_FP8_E5M2, rows, cols); break;
     default: transpose_dt(dst, ldd, src, lds, FLASHATTN_F32, rows, cols); break;
     }
 }

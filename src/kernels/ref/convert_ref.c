@@ -14,13 +14,14 @@ void fa_load_ref(float *dst, const void *src, flashattn_dtype dt, int64_t n, flo
     case FLASHATTN_BF16:
         for (int64_t i = 0; i < n; i++) dst[i] = fa_bf16_to_f32(((const uint16_t *)src)[i]) * mul;
         break;
-    default:
+    default: /* the 8-bit cache dtypes */
+        for (int64_t i = 0; i < n; i++) dst[i] = fa_widen(src, dt, i) * mul;
         break;
     }
 }
 
 void fa_store_ref(void *dst, flashattn_dtype dt, const float *src, int64_t n, float mul) {
-    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_valid(dt));
+    FA_KERNEL_CONTRACT(n >= 0 && fa_dtype_float(dt));
     switch (dt) {
     case FLASHATTN_F32:
         for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = src[i] * mul;

@@ -3,8 +3,8 @@
  * kernels.h. Each element is eight interleaved partial sums (element p
  * goes to sum p % 8, in increasing p), combined pairwise at the end: the
  * order an 8-lane SIMD kernel uses, and a loop compilers vectorise at the
- * baseline ISA without reassociating anything. A row of B in f16 or bf16
- * is widened to f32 first (exactly), k elements at a time.
+ * baseline ISA without reassociating anything. A row of B in a narrower
+ * dtype is widened to f32 first (exactly), k elements at a time.
  */
 #include "core/dtype.h"
 #include "kernels/ref/ref.h"
@@ -36,15 +36,10 @@ void fa_gemm_nt_ref(int m, int n, int64_t k, const float *a, int64_t lda, const 
                 const int64_t len = k - p0 < PIECE ? k - p0 : PIECE;
                 const int64_t at = j * ldb + p0;
                 const float *y = row;
-                switch (bt) {
-                case FLASHATTN_F16:
-                    for (int64_t p = 0; p < len; p++) row[p] = fa_f16_to_f32(((const uint16_t *)b)[at + p]);
-                    break;
-                case FLASHATTN_BF16:
-                    for (int64_t p = 0; p < len; p++) row[p] = fa_bf16_to_f32(((const uint16_t *)b)[at + p]);
-                    break;
-                default: y = (const float *)b + at; break;
-                }
+                if (bt == FLASHATTN_F32)
+                    y = (const float *)b + at;
+                else
+                    for (int64_t p = 0; p < len; p++) row[p] = fa_widen(b, bt, at + p);
                 dot_acc(s, a + i * lda + p0, y, len);
             }
             c[i * ldc + j] = tree(s);

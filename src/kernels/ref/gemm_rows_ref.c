@@ -27,13 +27,7 @@ void fa_gemm_rows_ref(int m, int n, int64_t k, const float *a, int64_t lda, cons
                 for (int64_t p = 0; p < kk; p++)
                     for (int j = 0; j < nn; j++) {
                         const int64_t at = (p0 + p) * ldb + j0 + j;
-                        float x;
-                        switch (bt) {
-                        case FLASHATTN_F16: x = fa_f16_to_f32(((const uint16_t *)b)[at]); break;
-                        case FLASHATTN_BF16: x = fa_bf16_to_f32(((const uint16_t *)b)[at]); break;
-                        default: x = ((const float *)b)[at]; break;
-                        }
-                        w[p * FA_REF_NR + j] = x;
+                        w[p * FA_REF_NR + j] = fa_widen(b, bt, at);
                     }
                 fa_gemm_block_ref(mm, nn, kk, a + i0 * lda + p0, lda, w, FA_REF_NR, cb, ldc,
                             accumulate || p0 > 0);

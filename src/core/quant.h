@@ -1,0 +1,102 @@
+/*
+ * Quantised KV-cache rows: the 8-bit dtypes' narrowing and the scale rule
+ * of flashattn.h (flashattn_kv_cache), one definition shared by the
+ * decode's append, the reference and the tests.
+ *
+ * A cache element e stands for e * scale. Writing value x with scale s
+ * stores narrow(x / s) (one f32 division, then the dtype's round to
+ * nearest even, saturating at the largest finite value, infinities included: +-127
+ * for int8, +-448 for e4m3, +-57344 for e5m2; NaN stays NaN in fp8 and becomes 0 in
+ * int8, which has none). A per-token scale is amax / qmax of the row
+ * written (amax its largest |x|), so the row's largest element lands on
+ * qmax; an all-zero row gets scale 0 and zeros; a row holding a NaN or an
+ * infinity gets scale NaN, and reads back as NaN (NaN rule, flashattn.h).
+ */
+#ifndef FA_CORE_QUANT_H
+#define FA_CORE_QUANT_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+/* The largest finite value of a cache dtype: a per-token scale maps amax to it. */
+static inline float fa_quant_max(flashattn_dtype dt) {
+    return dt == FLASHATTN_INT8 ? 127.0f : dt == FLASHATTN_FP8_E4M3 ? 448.0f : 57344.0f;
+}
+
+/* Round to nearest even, to an integer, for |r| < 2^22 (the adds are exact
+ * but for that one rounding). */
+static inline float fa_rne_int(float r) {
+    const float big = r < 0 ? -12582912.0f : 12582912.0f; /* 1.5 * 2^23 */
+    return (r + big) - big;
+}
+
+static inline int8_t fa_f32_to_int8(float x) {
+    if (x != x) return 0;
+    if (x >= 127.0f) return 127;
+    if (x <= -127.0f) return -127;
+    return (int8_t)(int)fa_rne_int(x);
+}
+
+/* f32 to a binary minifloat of `mb` mantissa bits and exponent bias
+ * `bias`, round to nearest even, |x| at or past `top` (the bits of the
+ * largest finite value's f32, `top_code` its code) saturating to it;
+ * subnormals below 2^(1 - bias). NaN and infinity are the callers'. */
+static inline uint8_t fa_f32_to_minifloat(uint32_t a, int mb, int bias, uint32_t top,
+                                          uint8_t top_code) {
+    if (a >= top) return top_code;
+    if (a < (uint32_t)(128 - bias) << 23) { /* subnormal or zero: m = rne(|x| * 2^(bias - 1 + mb)) */
+        const float r = fa_bits_f32(a) * fa_bits_f32((uint32_t)(127 + bias - 1 + mb) << 23);
+        return (uint8_t)(int)fa_rne_int(r); /* 2^mb (the smallest normal) included */
+    }
+    const uint32_t e = (a >> 23) - (uint32_t)(127 - bias), man = a & 0x7fffffu;
+    const int drop = 23 - mb;
+    uint32_t h = (e << mb) | (man >> drop);
+    const uint32_t rem = man & ((1u << drop) - 1), half = 1u << (drop - 1);
+    if (rem > half || (rem == half && (h & 1u))) h++;
+    return (uint8_t)(h < top_code ? h : top_code);
+}
+
+static inline uint8_t fa_f32_to_e4m3(float x) {
+    const uint32_t u = fa_f32_bits(x), a = u & 0x7fffffffu;
+    const uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    if (a > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
+    return (uint8_t)(sign | fa_f32_to_minifloat(a, 3, 7, 0x43e00000u /* 448 */, 0x7e));
+}
+
+static inline uint8_t fa_f32_to_e5m2(float x) {
+    const uint32_t u = fa_f32_bits(x), a = u & 0x7fffffffu;
+    const uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    if (a > 0x7f800000u) return (uint8_t)(sign | 0x7eu); /* quiet NaN */
+    return (uint8_t)(sign | fa_f32_to_minifloat(a, 2, 15, 0x47600000u /* 57344 */, 0x7b));
+}
+
+/* Element i of a quantised row: narrow(x / s). */
+static inline void fa_quant_put(void *row, flashattn_dtype dt, int64_t i, float x, float s) {
+    const float y = s == 0.0f ? 0.0f : x / s;
+    if (dt == FLASHATTN_INT8) ((int8_t *)row)[i] = fa_f32_to_int8(y);
+    else if (dt == FLASHATTN_FP8_E4M3) ((uint8_t *)row)[i] = fa_f32_to_e4m3(y);
+    else ((uint8_t *)row)[i] = fa_f32_to_e5m2(y);
+}
+
+/* The per-token scale of x[0..n): amax / qmax, NaN when x holds a NaN
+ * or an infinity. */
+static inline float fa_quant_token_scale(const float *x, int64_t n, flashattn_dtype dt) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        if (!(a <= 3.4028234663852886e38f)) return NAN;
+        if (a > amax) amax = a;
+    }
+    return amax / fa_quant_max(dt);
+}
+
+/* Quantise x[0..n) into row with scales s[i * s_step] (s_step 0: one
+ * scale for the row, 1: a scale per element). */
+static inline void fa_quant_row(void *row, flashattn_dtype dt, const float *x, int64_t n,
+                                const float *s, int64_t s_step) {
+    for (int64_t i = 0; i < n; i++) fa_quant_put(row, dt, i, x[i], s[i * s_step]);
+}
+
+#endif /* FA_CORE_QUANT_H */
