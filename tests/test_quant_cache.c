@@ -542,8 +542,105 @@ static void test_errors(void) {
     free(o);
 }
 
+/* flashattn_quantize: per-token, and fixed scales calibrated or given,
+ * bit for bit the rule of core/quant.h; bad input writes nothing. */
+static void test_quantize(void) {
+    const int64_t B = 2, S = 37, H = 3, D = 40;
+    uint64_t rng = 5;
+    tt_tensor src = tt_alloc(FLASHATTN_F16, B, S, H, D, 1, 0);
+    tt_fill_normal(&src, &rng, 2.0);
+    const size_t n = (size_t)(B * S * H * D);
+    unsigned char *dst = malloc(n), *want = malloc(n);
+    float *sc = malloc((size_t)(B * S * H) * sizeof(float)), *wsc = malloc((size_t)(B * S * H) * sizeof(float));
+    static const flashattn_dtype dts[3] = {FLASHATTN_INT8, FLASHATTN_FP8_E4M3, FLASHATTN_FP8_E5M2};
+    for (int d = 0; d < 3; d++)
+        for (int kind = 0; kind < 3; kind++) {
+            const flashattn_dtype dt = dts[d];
+            const int64_t w = kind == FLASHATTN_SCALE_PER_CHANNEL ? D : 1, ns = kind ? H * w : B * S * H;
+            flashattn_tensor dt_t = flashattn_tensor_bshd(dst, dt, B, S, H, D);
+            flashattn_tensor st = kind ? flashattn_tensor_bshd(sc, FLASHATTN_F32, 1, 1, H, w)
+                                       : flashattn_tensor_bshd(sc, FLASHATTN_F32, B, S, H, 1);
+            memset(dst, 0x33, n);
+            for (int64_t i = 0; i < ns; i++) sc[i] = -1.0f;
+            const flashattn_status s = flashattn_quantize(&src.t, &dt_t, &st, (flashattn_scale_kind)kind, 1, 0);
+            TT_CHECK(s == FLASHATTN_OK, "quantize %s kind %d: %s", fa_dtype_name(dt), kind, flashattn_last_error());
+            /* the expected scales and bytes */
+            for (int64_t i = 0; i < ns; i++) wsc[i] = 0.0f;
+            float x[64];
+            for (int64_t r = 0; kind && r < B * S * H; r++)
+                for (int64_t e = 0; e < D; e++) {
+                    const int64_t at = (r % H) * w + (w > 1 ? e : 0);
+                    const float a = fabsf((float)fa_tensor_get(&src.t, r / H / S, r / H % S, r % H, e));
+                    if (a > wsc[at]) wsc[at] = a;
+                }
+            for (int64_t i = 0; kind && i < ns; i++) wsc[i] = wsc[i] > 0 ? wsc[i] / fa_quant_max(dt) : 1.17549435e-38f;
+            for (int64_t r = 0; r < B * S * H; r++) {
+                for (int64_t e = 0; e < D; e++) x[e] = (float)fa_tensor_get(&src.t, r / H / S, r / H % S, r % H, e);
+                if (!kind) wsc[r] = fa_quant_token_scale(x, D, dt);
+                fa_quant_row(want + r * D, dt, x, D, kind ? wsc + (r % H) * w : wsc + r, w > 1);
+            }
+            TT_CHECK(memcmp(dst, want, n) == 0 && memcmp(sc, wsc, (size_t)ns * sizeof(float)) == 0,
+                     "quantize %s kind %d: bytes or scales differ from the rule", fa_dtype_name(dt), kind);
+            /* given fixed scales are read, not changed */
+            if (kind) {
+                for (int64_t i = 0; i < ns; i++) sc[i] = 0.05f;
+                TT_CHECK(flashattn_quantize(&src.t, &dt_t, &st, (flashattn_scale_kind)kind, 0, 1) == FLASHATTN_OK &&
+                             sc[0] == 0.05f && sc[ns - 1] == 0.05f,
+                         "quantize %s kind %d, given scales: %s", fa_dtype_name(dt), kind, flashattn_last_error());
+                for (int64_t i = 0; i < ns; i++) wsc[i] = 0.05f;
+                for (int64_t r = 0; r < B * S * H; r++) {
+                    for (int64_t e = 0; e < D; e++) x[e] = (float)fa_tensor_get(&src.t, r / H / S, r / H % S, r % H, e);
+                    fa_quant_row(want + r * D, dt, x, D, wsc + (r % H) * w, w > 1);
+                }
+                TT_CHECK(memcmp(dst, want, n) == 0, "quantize %s kind %d, given scales: bytes differ", fa_dtype_name(dt),
+                         kind);
+            }
+        }
+    /* bad input: nothing written */
+    flashattn_tensor d8 = flashattn_tensor_bshd(dst, FLASHATTN_INT8, B, S, H, D);
+    flashattn_tensor tok = flashattn_tensor_bshd(sc, FLASHATTN_F32, B, S, H, 1);
+    flashattn_tensor chan = flashattn_tensor_bshd(sc, FLASHATTN_F32, 1, 1, H, D);
+    flashattn_tensor d16 = d8, s8 = src.t, dshort = d8, nanhead = chan;
+    d16.dtype = FLASHATTN_F16, s8.dtype = FLASHATTN_INT8, dshort.seqlen = S - 1;
+    for (int i = 0; i < H * D; i++) sc[i] = 1.0f;
+    sc[5] = -1.0f; /* a bad given scale in nanhead's heads */
+    const struct {
+        const flashattn_tensor *src, *dst, *scale;
+        int kind, calibrate;
+        flashattn_status want;
+    } bad[] = {
+        {&s8, &d8, &tok, 0, 0, FLASHATTN_ERR_BAD_DTYPE},   {&src.t, &d16, &tok, 0, 0, FLASHATTN_ERR_BAD_DTYPE},
+        {&src.t, &dshort, &tok, 0, 0, FLASHATTN_ERR_BAD_SHAPE}, {&src.t, &d8, &chan, 0, 0, FLASHATTN_ERR_BAD_SHAPE},
+        {&src.t, &d8, &tok, 1, 0, FLASHATTN_ERR_BAD_SHAPE}, {&src.t, &d8, &nanhead, 1, 0, FLASHATTN_ERR_BAD_PARAM},
+        {&src.t, &d8, &tok, 0, 2, FLASHATTN_ERR_BAD_PARAM}, {&src.t, &d8, NULL, 0, 0, FLASHATTN_ERR_NULL_POINTER},
+        {&src.t, &d8, &tok, 9, 0, FLASHATTN_ERR_BAD_PARAM},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(dst, 0x33, n);
+        int clean = 1;
+        const flashattn_status s = flashattn_quantize(bad[i].src, bad[i].dst, bad[i].scale,
+                                                      (flashattn_scale_kind)bad[i].kind, bad[i].calibrate, 0);
+        for (size_t j = 0; j < n; j++) clean &= dst[j] == 0x33;
+        TT_CHECK(s == bad[i].want && clean, "quantize bad input %zu: status %d (want %d), %s", i, s, bad[i].want,
+                 clean ? "nothing written" : "WRITTEN");
+    }
+    /* calibrating on a NaN: an error, and neither scales nor bytes written */
+    ((uint16_t *)src.mem)[77] = 0x7e00;
+    for (int i = 0; i < H * D; i++) sc[i] = 7.0f;
+    memset(dst, 0x33, n);
+    int clean = 1;
+    TT_CHECK(flashattn_quantize(&src.t, &d8, &chan, FLASHATTN_SCALE_PER_CHANNEL, 1, 0) == FLASHATTN_ERR_BAD_PARAM,
+             "calibrating on a NaN must fail");
+    for (size_t j = 0; j < n; j++) clean &= dst[j] == 0x33;
+    for (int i = 0; i < H * D; i++) clean &= sc[i] == 7.0f;
+    TT_CHECK(clean, "calibrating on a NaN wrote something");
+    tt_free(&src);
+    free(dst), free(want), free(sc), free(wsc);
+}
+
 int main(void) {
     test_conversions();
+    test_quantize();
     sweep();
     test_nan_scale();
     test_errors();
