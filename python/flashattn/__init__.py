@@ -25,6 +25,7 @@ _TORCH_NAMES = (
     "flash_attn_varlen_kvpacked_func",
     "flash_attn_varlen_qkvpacked_func",
     "flash_attn_with_kvcache",
+    "quantize_kv_cache",
 )
 
 __version__ = _clib.flashattn_version().decode()

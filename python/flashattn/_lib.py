@@ -19,8 +19,11 @@ OK = 0
  ERR_BAD_DTYPE, ERR_BAD_PARAM, ERR_BAD_TILE, ERR_WORKSPACE_TOO_SMALL, ERR_OVERFLOW,
  ERR_OUT_OF_MEMORY, ERR_UNSUPPORTED) = range(1, 13)
 
-# flashattn_dtype
-F32, F16, BF16 = 0, 1, 2
+# flashattn_dtype (the last three: KV-cache storage only, with scales)
+F32, F16, BF16, INT8, FP8_E4M3, FP8_E5M2 = 0, 1, 2, 3, 4, 5
+
+# flashattn_scale_kind
+SCALE_PER_TOKEN, SCALE_PER_CHANNEL, SCALE_PER_HEAD = 0, 1, 2
 
 # flashattn_align
 ALIGN_BOTTOM_RIGHT, ALIGN_TOP_LEFT = 0, 1
@@ -111,6 +114,10 @@ class KVCache(ctypes.Structure):
         ("rotary_len", c_int64),
         ("rotary_dim", c_int64),
         ("rotary_interleaved", ctypes.c_int),
+        ("k_scale", Tensor),                # int8 / fp8 caches: float32 scales
+        ("v_scale", Tensor),
+        ("k_scale_kind", ctypes.c_int),     # flashattn_scale_kind
+        ("v_scale_kind", ctypes.c_int),
     ]
 
 
@@ -200,6 +207,8 @@ PROTOTYPES = {
     "flashattn_merge": (False, ctypes.c_int, [c_int64, _T, _P(_F), _T, _F, _P(Params)]),
     "flashattn_dropout_mask": (False, ctypes.c_int, [_P(Params)] + [c_int64] * 6 +
                                [_P(ctypes.c_uint8)]),
+    "flashattn_quantize": (False, ctypes.c_int, [_T, _T, _T, ctypes.c_int, ctypes.c_int,
+                                                 ctypes.c_int]),
 }
 
 for _name, (_always, _restype, _argtypes) in PROTOTYPES.items():
@@ -500,18 +509,27 @@ def bad_shape(message):
 
 
 def decode(pack, q, k_cache, v_cache, k_new, v_new, out, lse, seqlens, block_table, params,
-           batch_idx=None, leftpad=None, rotary=None):
+           batch_idx=None, leftpad=None, rotary=None, scales=None):
     """flashattn_decode on a front end's arrays: pack(buf, offset, x) writes
     the flashattn_tensor of x into buf at offset. k_new, v_new: arrays or
     None; lse: an address or None; seqlens: (address, is_int64);
     block_table: (address, max_pages_per_seq), or None for a contiguous
     cache; batch_idx, leftpad: int32 addresses or None; rotary: (cos, sin
     addresses of float32 [rotary_len, rotary_dim / 2], rotary_len,
-    rotary_dim, interleaved) or None."""
+    rotary_dim, interleaved) or None; scales: ((k_scale, kind), (v_scale,
+    kind)) for an int8 / fp8 cache, the scales 4-D float32 arrays, or None."""
     require("flashattn_decode", "attention against a KV cache")
     cache, cache_at = _kv_cache_slot()
     pack(cache, KVCache.k.offset, k_cache)
     pack(cache, KVCache.v.offset, v_cache)
+    if scales is None:
+        if cache.k_scale.data or cache.v_scale.data:
+            cache.k_scale = Tensor()
+            cache.v_scale = Tensor()
+    else:
+        (ks, cache.k_scale_kind), (vs, cache.v_scale_kind) = scales
+        pack(cache, KVCache.k_scale.offset, ks)
+        pack(cache, KVCache.v_scale.offset, vs)
     cache.seqlens_i64, cache.seqlens_i32 = (seqlens[0], None) if seqlens[1] else (None, seqlens[0])
     cache.block_table, cache.max_pages_per_seq = (None, 0) if block_table is None else block_table
     cache.batch_idx, cache.leftpad = batch_idx, leftpad
@@ -528,6 +546,17 @@ def decode(pack, q, k_cache, v_cache, k_new, v_new, out, lse, seqlens, block_tab
     status = run(decode_at, decode_workspace_size_at, q_at, cache_at, *new, out_at, lse,
                  ctypes.addressof(params))
     check(status, "flashattn_decode")
+
+
+def quantize(pack, src, dst, scale, kind, calibrate, num_threads):
+    """flashattn_quantize on a front end's 4-D arrays (pack as decode's)."""
+    require("flashattn_quantize", "quantised KV caches")
+    size = ctypes.sizeof(Tensor)
+    buf = ctypes.create_string_buffer(3 * size)
+    for i, x in enumerate((src, dst, scale)):
+        pack(buf, i * size, x)
+    at = [ctypes.cast(ctypes.addressof(buf) + i * size, ctypes.POINTER(Tensor)) for i in range(3)]
+    check(lib.flashattn_quantize(*at, kind, int(calibrate), num_threads), "flashattn_quantize")
 
 
 def _finite_float(x, name):

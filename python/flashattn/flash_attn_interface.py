@@ -40,6 +40,7 @@ from torch import Tensor
 from . import _lib, numpy_api
 from ._lib import ALIGN_BOTTOM_RIGHT
 from .padding import pad_input, unpad_input  # noqa: F401 (flash_attn.bert_padding's, re-exported)
+from . import torch_tensors
 from .torch_tensors import in_place, index_tensor, pack, readable
 
 __all__ = [
@@ -50,10 +51,18 @@ __all__ = [
     "flash_attn_varlen_kvpacked_func",
     "flash_attn_varlen_qkvpacked_func",
     "flash_attn_with_kvcache",
+    "quantize_kv_cache",
     "unpad_input",
     "pad_input",
 ]
 
+
+# _SAME_BITS: calls without autograd ask for the LSE too, returned or not.
+# The library runs a forward of a few rows on its decode driver, on the
+# path that rounds as the backward's does whenever the LSE is asked for
+# (flashattn.h), and the autograd Function and the torch.compile operators
+# always ask for it: so a call gives the same bits with and without
+# gradients, eager or compiled.
 
 # Masks returned by return_attn_probs with dropout: at most this many elements.
 _MASK_ELEMENTS = 1 << 24
@@ -265,7 +274,7 @@ def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
     params = _dropout(params, dropout_p)
     if _no_grad(q, k, v):
         out, lse = _forward(readable(q, "q"), readable(k, "k"), readable(v, "v"), params,
-                            want_lse=return_attn_probs)
+                            want_lse=True)  # (see _SAME_BITS)
     else:
         out, lse = _FlashAttnFunc.apply(q, k, v, params)
     return _result(out, lse, return_attn_probs, _dense_mask(params, q, k))
@@ -285,7 +294,7 @@ def flash_attn_qkvpacked_func(qkv: Tensor, dropout_p: float = 0.0,
     params = _dropout(params, dropout_p)
     if _no_grad(qkv):
         out, lse = _forward(*readable(qkv, "qkv", ndim=5).unbind(2), params,
-                            want_lse=return_attn_probs)
+                            want_lse=True)  # (see _SAME_BITS)
     else:
         out, lse = _FlashAttnQKVPackedFunc.apply(qkv, params)
     return _result(out, lse, return_attn_probs, _dense_mask(params, qkv[:, :, 0], qkv[:, :, 1]))
@@ -307,7 +316,7 @@ def flash_attn_kvpacked_func(q: Tensor, kv: Tensor, dropout_p: float = 0.0,
     params = _dropout(params, dropout_p)
     if _no_grad(q, kv):
         out, lse = _forward(readable(q, "q"), *readable(kv, "kv", ndim=5).unbind(2), params,
-                            want_lse=return_attn_probs)
+                            want_lse=True)  # (see _SAME_BITS)
     else:
         out, lse = _FlashAttnKVPackedFunc.apply(q, kv, params)
     return _result(out, lse, return_attn_probs, _dense_mask(params, q, kv[:, :, 0]))
@@ -508,7 +517,7 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
     params = _dropout(_modified(params, softcap, alibi_slopes, sizes), dropout_p)
     if _no_grad(q, k, v):
         out, lse = _varlen_forward(_packed(q, "q"), _packed(k, "k"), _packed(v, "v"), params,
-                                   want_lse=return_attn_probs)
+                                   want_lse=True)  # (see _SAME_BITS)
     else:
         out, lse = _FlashAttnVarlenFunc.apply(q, k, v, params, keep)
     return _result(out, lse, return_attn_probs,
@@ -537,7 +546,7 @@ def flash_attn_varlen_qkvpacked_func(qkv: Tensor, cu_seqlens: Tensor, max_seqlen
     if _no_grad(qkv):
         qkv = readable(qkv, "qkv", ndim=4)
         out, lse = _varlen_forward(*(x.unsqueeze(0) for x in qkv.unbind(1)), params,
-                                   want_lse=return_attn_probs)
+                                   want_lse=True)  # (see _SAME_BITS)
     else:
         out, lse = _FlashAttnVarlenQKVPackedFunc.apply(qkv, params, keep)
     return _result(out, lse, return_attn_probs,
@@ -566,7 +575,7 @@ def flash_attn_varlen_kvpacked_func(q: Tensor, kv: Tensor, cu_seqlens_q: Tensor,
     if _no_grad(q, kv):
         kv = readable(kv, "kv", ndim=4)
         out, lse = _varlen_forward(_packed(q, "q"), *(x.unsqueeze(0) for x in kv.unbind(1)),
-                                   params, want_lse=return_attn_probs)
+                                   params, want_lse=True)  # (see _SAME_BITS)
     else:
         out, lse = _FlashAttnVarlenKVPackedFunc.apply(q, kv, params, keep)
     return _result(out, lse, return_attn_probs,
@@ -604,7 +613,9 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor,
                             return_softmax_lse: bool = False, *,
                             cu_seqlens_q: Optional[Tensor] = None,
                             max_seqlen_q: Optional[int] = None,
-                            cu_seqlens_k_new: Optional[Tensor] = None
+                            cu_seqlens_k_new: Optional[Tensor] = None,
+                            k_scale: Union[float, Tensor, None] = None,
+                            v_scale: Union[float, Tensor, None] = None
                             ) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """Inference decode against a KV cache (no autograd, as in flash_attn).
 
@@ -634,19 +645,98 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor,
     queries are not supported). softcap and alibi_slopes ((nheads,) or
     (batch, nheads)) as flash_attn_func, ALiBi aligned to each sequence's
     own length.
+    Quantised caches: k_cache and v_cache torch.int8, torch.float8_e4m3fn or
+    torch.float8_e5m2 (one dtype for both), with k_scale and v_scale, each
+    float32: (batch_cache, seqlen_cache, nheads_k) one per token (written
+    for the appended rows), (nheads_k, headdim) one per channel, (nheads_k,)
+    one per head, or a number (one for the whole cache, as vLLM's); element
+    e of the cache stands for e * scale. quantize_kv_cache makes them from
+    a float cache. Appended k and v are quantised into the cache (round to
+    nearest even, saturating; per-token scales max|x| / the dtype's largest
+    value).
     Returns out, or (out, softmax_lse) with return_softmax_lse.
     """
-    call = torch_ops.with_kvcache if torch_ops.tracing() else _kvcache
-    return call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
-                cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,
-                rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, cu_seqlens_q,
-                max_seqlen_q, cu_seqlens_k_new)
+    if torch_ops.tracing():
+        if k_scale is not None or v_scale is not None:
+            raise NotImplementedError("flashattn: quantised KV caches under torch.compile / "
+                                      "tracing")
+        return torch_ops.with_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin,
+                                      cache_seqlens, cache_batch_idx, cache_leftpad, block_table,
+                                      softmax_scale, causal, window_size, softcap,
+                                      rotary_interleaved, alibi_slopes, num_splits,
+                                      return_softmax_lse, cu_seqlens_q, max_seqlen_q,
+                                      cu_seqlens_k_new)
+    return _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+                    cache_batch_idx, cache_leftpad, block_table, softmax_scale, causal,
+                    window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
+                    return_softmax_lse, cu_seqlens_q, max_seqlen_q, cu_seqlens_k_new,
+                    k_scale, v_scale)
+
+
+def _scale_view(scale, cache, name):
+    """A quantised cache's scale as the library's 4-D float32 view and its
+    flashattn_scale_kind, from the shapes flash_attn_with_kvcache takes."""
+    b, s, h, d = cache.shape
+    if scale is None:
+        raise ValueError("%s: a %s cache needs its scales" % (name, cache.dtype))
+    if not isinstance(scale, torch.Tensor):
+        try:
+            scale = torch.tensor([float(scale)], dtype=torch.float32)
+        except (TypeError, ValueError):
+            raise ValueError("%s must be a float32 tensor or a number" % name) from None
+    if not scale.is_cpu:
+        raise ValueError("%s is on %s: flashattn computes on the CPU" % (name, scale.device))
+    if scale.dtype != torch.float32:
+        raise ValueError("%s must be float32, got %s" % (name, scale.dtype))
+    shape = tuple(scale.shape)
+    if scale.numel() == 1 and scale.dim() <= 1:
+        return scale.reshape(1, 1, 1, 1).expand(1, 1, h, 1), _lib.SCALE_PER_HEAD
+    if shape == (h,):
+        return scale.reshape(1, 1, h, 1), _lib.SCALE_PER_HEAD
+    if shape == (h, d):
+        return scale.reshape(1, 1, h, d), _lib.SCALE_PER_CHANNEL
+    if shape in ((b, s, h), (b, s, h, 1)):
+        return scale.reshape(b, s, h, 1) if scale.dim() == 3 else scale, _lib.SCALE_PER_TOKEN
+    raise _lib.bad_shape("%s has shape %s: for a cache %s it must be %s per token, %s per "
+                         "channel, (%d,) per head or a number"
+                         % (name, shape, tuple(cache.shape), (b, s, h), (h, d), h))
+
+
+_QUANT_DTYPES = {"int8": torch.int8, "fp8_e4m3": torch.float8_e4m3fn,
+                 "fp8_e5m2": torch.float8_e5m2}
+
+
+def quantize_kv_cache(x: Tensor, dtype: Union[str, torch.dtype] = torch.int8,
+                      scale: str = "token") -> Tuple[Tensor, Tensor]:
+    """An 8-bit copy of a float K or V cache x (batch, seqlen, nheads_k,
+    headdim) and its scales, for flash_attn_with_kvcache: dtype torch.int8,
+    torch.float8_e4m3fn or torch.float8_e5m2 (or "int8", "fp8_e4m3",
+    "fp8_e5m2"); scale "token" ((batch, seqlen, nheads_k), one per row),
+    "channel" ((nheads_k, headdim)) or "head" ((nheads_k,)), the fixed kinds
+    calibrated on x (max|x| over its rows / the dtype's largest value).
+    Measured on Gaussian data and on K with outlier channels
+    (docs/quantised-cache.md): per channel suits int8 K, per token the rest."""
+    dtype = _QUANT_DTYPES.get(dtype, dtype)
+    if dtype not in torch_tensors.CACHE_DTYPES:
+        raise ValueError("dtype must be torch.int8, torch.float8_e4m3fn or torch.float8_e5m2")
+    x = readable(x, "x")
+    b, s, h, d = x.shape
+    kinds = {"token": ((b, s, h), _lib.SCALE_PER_TOKEN),
+             "channel": ((h, d), _lib.SCALE_PER_CHANNEL), "head": ((h,), _lib.SCALE_PER_HEAD)}
+    if scale not in kinds:
+        raise ValueError("scale must be 'token', 'channel' or 'head', got %r" % (scale,))
+    shape, kind = kinds[scale]
+    out = torch.empty(x.shape, dtype=dtype)
+    scales = torch.empty(shape, dtype=torch.float32)
+    view, _ = _scale_view(scales, out, "scale")
+    _lib.quantize(pack, x, out, view, kind, 1, torch.get_num_threads())
+    return out, scales
 
 
 def _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
              cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,
              rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse, cu_seqlens_q,
-             max_seqlen_q, cu_seqlens_k_new):
+             max_seqlen_q, cu_seqlens_k_new, k_scale=None, v_scale=None):
     """flash_attn_with_kvcache, calling the library directly."""
     _lib.require("flashattn_decode", "flash_attn_with_kvcache")
     packed = cu_seqlens_q is not None
@@ -654,11 +744,21 @@ def _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, c
     if (k is None) != (v is None):
         raise ValueError("give both k and v, or neither")
     if k is None:
-        k_cache, v_cache = readable(k_cache, "k_cache"), readable(v_cache, "v_cache")
+        k_cache = readable(k_cache, "k_cache", cache=True)
+        v_cache = readable(v_cache, "v_cache", cache=True)
         new = [None, None]
     else:
-        k_cache, v_cache = in_place(k_cache, "k_cache"), in_place(v_cache, "v_cache")
+        k_cache = in_place(k_cache, "k_cache", cache=True)
+        v_cache = in_place(v_cache, "v_cache", cache=True)
         new = [readable(k, "k", ndim=q.dim()), readable(v, "v", ndim=q.dim())]
+    scales = None
+    quantised = torch_tensors.CACHE_DTYPES
+    if k_cache.dtype in quantised or v_cache.dtype in quantised:
+        scales = (_scale_view(k_scale, k_cache, "k_scale"),
+                  _scale_view(v_scale, v_cache, "v_scale"))
+    elif k_scale is not None or v_scale is not None:
+        raise ValueError("k_scale and v_scale go with an int8 or fp8 cache (this one is %s)"
+                         % k_cache.dtype)
     batch = q.shape[0]
     if packed:
         cu_q = numpy_api._cu_seqlens(_int32_array(cu_seqlens_q, "cu_seqlens_q"), "cu_seqlens_q")
@@ -708,7 +808,8 @@ def _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, c
     _lib.decode(pack, q, k_cache, v_cache, *new, out_view,
                 None if lse is None else lse.data_ptr(),
                 (lens.data_ptr(), lens.dtype == torch.int64), table, params,
-                batch_idx=address(batch_idx), leftpad=address(leftpad), rotary=rotary)
+                batch_idx=address(batch_idx), leftpad=address(leftpad), rotary=rotary,
+                scales=scales)
     return (out, lse) if return_softmax_lse else out
 
 

@@ -6,16 +6,20 @@ import torch
 from . import _lib
 
 _DTYPES = {torch.float32: _lib.F32, torch.float16: _lib.F16, torch.bfloat16: _lib.BF16}
+# A KV cache's storage may also be 8-bit (with scales): the packing knows every dtype.
+CACHE_DTYPES = {torch.int8: _lib.INT8, torch.float8_e4m3fn: _lib.FP8_E4M3,
+                torch.float8_e5m2: _lib.FP8_E5M2}
+_ALL_DTYPES = {**_DTYPES, **CACHE_DTYPES}
 
 
 
-def _check(t, name, ndim):
+def _check(t, name, ndim, cache=False):
     if not isinstance(t, torch.Tensor):
         raise ValueError("%s must be a torch.Tensor, got %s" % (name, type(t).__name__))
     if not t.is_cpu:  # (t.device.type costs seven times as much)
         raise ValueError("%s is on %s: flashattn computes on the CPU; move it with .cpu()"
                          % (name, t.device))
-    if t.dtype not in _DTYPES:
+    if t.dtype not in _DTYPES and not (cache and t.dtype in CACHE_DTYPES):
         raise ValueError("%s: dtype %s is not supported (torch.float32, torch.float16, "
                          "torch.bfloat16)" % (name, t.dtype))
     if t.dim() != ndim:
@@ -23,18 +27,19 @@ def _check(t, name, ndim):
                          % (name, ndim, tuple(t.shape)))
 
 
-def readable(t, name, ndim=4):
+def readable(t, name, ndim=4, cache=False):
     """`t` itself when the library can read it in place, else a contiguous
-    copy (only when its last dimension is not contiguous)."""
-    _check(t, name, ndim)
+    copy (only when its last dimension is not contiguous). cache: int8 and
+    fp8 too (a KV cache's storage)."""
+    _check(t, name, ndim, cache)
     if t.stride(-1) != 1 and t.shape[-1] > 1:
         t = t.contiguous()
     return t
 
 
-def in_place(t, name):
+def in_place(t, name, cache=False):
     """`t` itself, which the library writes into: a copy would get the rows."""
-    _check(t, name, 4)
+    _check(t, name, 4, cache)
     if t.shape[-1] > 1 and t.stride(-1) != 1:
         raise ValueError("%s: its last dimension must be contiguous: new keys and values are "
                          "written into it in place" % name)
@@ -68,5 +73,5 @@ def pack(buf, offset, t):
     of their time."""
     b, s, h, d = t.shape
     sb, ss, sh, _ = t.stride()
-    _TENSOR.pack_into(buf, offset, t.data_ptr(), _DTYPES[t.dtype], b, s, h, d,
+    _TENSOR.pack_into(buf, offset, t.data_ptr(), _ALL_DTYPES[t.dtype], b, s, h, d,
                       sb if b > 1 else 0, ss if s > 1 else 0, sh if h > 1 else 0, 1)

@@ -30,6 +30,7 @@ CTYPES = {
     "char*": ctypes.c_char_p,
     "flashattn_status": ctypes.c_int,  # enums are ints in C's ABI
     "flashattn_dtype": ctypes.c_int,
+    "flashattn_scale_kind": ctypes.c_int,
     "flashattn_tensor": _lib.Tensor,
     "flashattn_tensor*": _P(_lib.Tensor),
     "flashattn_params*": _P(_lib.Params),
