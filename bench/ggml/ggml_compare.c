@@ -2,7 +2,7 @@
  * ggml_compare.c: ggml_flash_attn_ext (ggml CPU backend) vs flashattn on identical inputs.
  *
  *   ggml_compare prefill|decode [--seq N] [--kv N] [--heads N] [--hq N] [--hkv N]
- *           [--d N] [--causal 0|1] [--kvtype f16|f32] [--threads N] [--reps N]
+ *           [--d N] [--causal 0|1] [--kvtype f16|f32|q8_0] [--threads N] [--reps N]
  *           [--layout bshd|bhsd] [--mask 0|1] [--seed N] [--tol X] [--check-only]
  *
  * prefill: seq_q = seq_k = --seq, batch 1, heads_q = heads_kv = --heads (unless
@@ -17,6 +17,11 @@
  *          bhsd: [head][seq][dim] (contiguous per head for both).
  * --tol: allowed max|ggml - flashattn| / max|O| (default 1e-2 with f16 K/V, whose ggml
  *          vec paths accumulate V in f16; 1e-3 with f32 K/V). Fails (exit 3) before timing.
+ * --kvtype q8_0 (decode): ggml's 8-bit cache (blocks of 32 with an f16 scale, K dot
+ *          products on integers after rounding Q to q8_0) against flashattn's int8 cache
+ *          with a scale per (token, kv-head) (flashattn_quantize), both made from the
+ *          same f32 K/V; each library is checked against the f64 reference on the f32
+ *          values (default --tol 5e-2: both quantise, differently).
  * --mask 1 passes an all-zero f16 mask to ggml when not causal (llama.cpp always
  *          passes a mask); the default passes NULL. Causal always uses a 0/-inf mask.
  *
@@ -70,7 +75,7 @@ static void die(const char *what, flashattn_status s) {
 static void usage(void) {
     fprintf(stderr,
             "usage: ggml_compare prefill|decode [--seq N] [--kv N] [--heads N] [--hq N] [--hkv N]\n"
-            "       [--d N] [--causal 0|1] [--kvtype f16|f32] [--threads N] [--reps N]\n"
+            "       [--d N] [--causal 0|1] [--kvtype f16|f32|q8_0] [--threads N] [--reps N]\n"
             "       [--layout bshd|bhsd] [--mask 0|1] [--seed N] [--tol X] [--check-only]\n");
     exit(2);
 }
@@ -84,7 +89,7 @@ int main(int argc, char **argv) {
 
     int64_t seq = 512, kv = 1000, d = 128, heads = 8, hq = -1, hkv = -1;
     double tol = -1;
-    int causal = 0, threads = 1, reps = 5, kv_f16 = 1, bshd = 1, force_mask = 0, check_only = 0;
+    int causal = 0, threads = 1, reps = 5, kv_f16 = 1, kv_q8 = 0, bshd = 1, force_mask = 0, check_only = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
@@ -105,6 +110,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--kvtype")) {
             if (!strcmp(v, "f16")) kv_f16 = 1;
             else if (!strcmp(v, "f32")) kv_f16 = 0;
+            else if (!strcmp(v, "q8_0")) kv_f16 = 0, kv_q8 = 1;
             else usage();
         } else if (!strcmp(a, "--layout")) {
             if (!strcmp(v, "bshd")) bshd = 1;
@@ -119,9 +125,13 @@ int main(int argc, char **argv) {
     const int64_t sq = decode ? 1 : seq;
     const int64_t sk = decode ? kv : seq;
     if (decode) causal = 0;
+    if (kv_q8 && (!decode || d % 32)) {
+        fprintf(stderr, "--kvtype q8_0: decode only, with d a multiple of 32\n");
+        return 2;
+    }
     const float scale = 1.0f / sqrtf((float)d);
     const int use_mask = causal || force_mask;
-    if (tol < 0) tol = kv_f16 ? 1e-2 : 1e-3;
+    if (tol < 0) tol = kv_q8 ? 5e-2 : kv_f16 ? 1e-2 : 1e-3;
     /* which ggml CPU kernel runs (ops.cpp, ggml_compute_forward_flash_attn_ext_f16) */
     const char *gpath = (sq == 1 && sk >= 512) ? "split-kv: one_chunk per thread + reduce_partials"
                       : (sq >= 64) ? "tiled: f32 simd_gemm"
@@ -130,7 +140,8 @@ int main(int argc, char **argv) {
     printf("mode=%s seq_q=%lld seq_k=%lld heads_q=%lld heads_kv=%lld d=%lld causal=%d kv=%s "
            "layout=%s ggml_mask=%s threads=%d reps=%d\n",
            decode ? "decode" : "prefill", (long long)sq, (long long)sk, (long long)hq, (long long)hkv,
-           (long long)d, causal, kv_f16 ? "f16" : "f32", bshd ? "bshd" : "bhsd",
+           (long long)d, causal, kv_q8 ? "q8_0 (flashattn: int8, per-token scales)" : kv_f16 ? "f16" : "f32",
+           bshd ? "bshd" : "bhsd",
            use_mask ? (causal ? "causal-f16" : "zeros-f16") : "NULL", threads, reps);
     printf("ggml %s (commit %s), flashattn %s isa=%s\n", ggml_version(), ggml_commit(),
            flashattn_version(), flashattn_isa());
@@ -141,9 +152,9 @@ int main(int argc, char **argv) {
     ggml_cpu_init();
 
     /* ---- ggml context, tensors ---- */
-    const enum ggml_type kvt = kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-    const size_t kvsz = kv_f16 ? 2 : 4;
-    size_t mem = (size_t)(sq * hq * d) * 4 + 2 * (size_t)(sk * hkv * d) * kvsz +
+    const enum ggml_type kvt = kv_q8 ? GGML_TYPE_Q8_0 : kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    const size_t kv_bytes = ggml_row_size(kvt, d) * (size_t)(sk * hkv);
+    size_t mem = (size_t)(sq * hq * d) * 4 + 2 * kv_bytes +
                  (use_mask ? (size_t)(sk * sq) * 2 : 0) + (size_t)(sq * hq * d) * 4 +
                  32 * ggml_tensor_overhead() + ggml_graph_overhead() + (1 << 20);
     struct ggml_init_params ip = {mem, NULL, false};
@@ -196,10 +207,19 @@ int main(int argc, char **argv) {
         q16 = malloc(sizeof(ggml_fp16_t) * sq * hq * d);
         ggml_fp32_to_fp16_row((const float *)q_raw->data, q16, sq * hq * d);
     }
+    float *kq_f = NULL, *vq_f = NULL; /* q8_0: the f32 rows in ggml's physical order, quantised below */
+    if (kv_q8) {
+        kq_f = malloc(sizeof(float) * sk * hkv * d);
+        vq_f = malloc(sizeof(float) * sk * hkv * d);
+        if (!kq_f || !vq_f) { fprintf(stderr, "oom\n"); return 1; }
+    }
     for (int64_t h = 0; h < hkv; h++)
         for (int64_t s = 0; s < sk; s++) {
             const float *ks = Kf + (h * sk + s) * d, *vs = Vf + (h * sk + s) * d;
-            if (kv_f16) {
+            if (kv_q8) {
+                memcpy(kq_f + OFF(s, h, sk, hkv), ks, sizeof(float) * d);
+                memcpy(vq_f + OFF(s, h, sk, hkv), vs, sizeof(float) * d);
+            } else if (kv_f16) {
                 ggml_fp32_to_fp16_row(ks, (ggml_fp16_t *)k_raw->data + OFF(s, h, sk, hkv), d);
                 ggml_fp32_to_fp16_row(vs, (ggml_fp16_t *)v_raw->data + OFF(s, h, sk, hkv), d);
             } else {
@@ -207,6 +227,11 @@ int main(int argc, char **argv) {
                 memcpy((float *)v_raw->data + OFF(s, h, sk, hkv), vs, sizeof(float) * d);
             }
         }
+    if (kv_q8) {
+        ggml_quantize_chunk(GGML_TYPE_Q8_0, kq_f, k_raw->data, 0, sk * hkv, d, NULL);
+        ggml_quantize_chunk(GGML_TYPE_Q8_0, vq_f, v_raw->data, 0, sk * hkv, d, NULL);
+        free(kq_f), free(vq_f);
+    }
     if (mask) {
         ggml_fp16_t zero = ggml_fp32_to_fp16(0.0f), ninf = ggml_fp32_to_fp16(-INFINITY);
         ggml_fp16_t *m = mask->data;
@@ -251,12 +276,28 @@ int main(int argc, char **argv) {
     fp.num_threads = threads;
     flashattn_kv_cache cache;
     int32_t seqlen32 = (int32_t)sk;
+    void *k8 = NULL, *v8 = NULL;
+    float *k8s = NULL, *v8s = NULL;
     size_t ws = 0;
     flashattn_status st;
     if (decode) {
         flashattn_kv_cache_init(&cache);
         cache.k = tk;
         cache.v = tv;
+        if (kv_q8) { /* int8 with a scale per (token, kv-head), from the same f32 values */
+            k8 = malloc((size_t)(sk * hkv * d)), v8 = malloc((size_t)(sk * hkv * d));
+            k8s = malloc(sizeof(float) * sk * hkv), v8s = malloc(sizeof(float) * sk * hkv);
+            if (!k8 || !v8 || !k8s || !v8s) { fprintf(stderr, "oom\n"); return 1; }
+            flashattn_tensor kf = flashattn_tensor_bhsd(Kf, FLASHATTN_F32, 1, sk, hkv, d);
+            flashattn_tensor vf = flashattn_tensor_bhsd(Vf, FLASHATTN_F32, 1, sk, hkv, d);
+            cache.k = flashattn_tensor_bshd(k8, FLASHATTN_INT8, 1, sk, hkv, d);
+            cache.v = flashattn_tensor_bshd(v8, FLASHATTN_INT8, 1, sk, hkv, d);
+            cache.k_scale = flashattn_tensor_bshd(k8s, FLASHATTN_F32, 1, sk, hkv, 1);
+            cache.v_scale = flashattn_tensor_bshd(v8s, FLASHATTN_F32, 1, sk, hkv, 1);
+            if ((st = flashattn_quantize(&kf, &cache.k, &cache.k_scale, FLASHATTN_SCALE_PER_TOKEN, 0, threads)) ||
+                (st = flashattn_quantize(&vf, &cache.v, &cache.v_scale, FLASHATTN_SCALE_PER_TOKEN, 0, threads)))
+                die("flashattn_quantize", st);
+        }
         cache.seqlens_i32 = &seqlen32;
         st = flashattn_decode_workspace_size(&tq, &cache, NULL, NULL, &to, NULL, &fp, &ws);
         if (st) die("flashattn_decode_workspace_size", st);
@@ -352,6 +393,7 @@ int main(int argc, char **argv) {
            flops / mf * 1e-9, tf[0] * 1e3, tf[reps - 1] * 1e3);
     printf("ratio ggml/flashattn = %.3f  (>1: flashattn faster)\n", mg / mf);
 
+    free(k8); free(v8); free(k8s); free(v8s);
     free(tg); free(tf); free(fws); free(work); free(Ofa); free(q16); free(Qf); free(Kf); free(Vf);
     ggml_free(ctx);
     return 0;
