@@ -55,5 +55,34 @@ check "decode bad heads" bash -c "! '$cli' bench --decode --heads 5 --heads-kv 2
 check "decode bad kv-len" bash -c "! '$cli' bench --decode --kv-len 0 2>/dev/null"
 check "decode bad dtype" bash -c "! '$cli' bench --decode --kv-dtype f8 2>/dev/null"
 
+# --cache: the quantised step beside the float one; its bytes count 1 a
+# value plus 4 a per-token scale, its ratio and rates follow from the rest,
+# and O stays close to the float cache's.
+validate_cache() { # file, expected rows
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+path, want = sys.argv[1], int(sys.argv[2])
+rows = [json.loads(l) for l in open(path) if l.strip()]
+assert len(rows) == want, f"{len(rows)} rows, expected {want}"
+for r in rows:
+    per = lambda k: 4 if r[k] == "token" else 0
+    n = r["batch"] * r["kv_len"] * r["heads_kv"]
+    want_bytes = n * (r["head_dim"] + per("k_scale")) + n * (r["head_dim"] + per("v_scale"))
+    assert r["cache_bytes"] == want_bytes, (r["cache_bytes"], want_bytes)
+    assert abs(r["ratio"] - r["cache_ms"] / r["decode_ms"]) <= 1e-6 * r["ratio"], r
+    assert abs(r["cache_gbs"] - want_bytes / (r["cache_ms"] * 1e6)) <= 1e-6 * r["cache_gbs"], r
+    assert 0 < r["err_vs_float"] < 0.2 and 0.98 < r["cosine_vs_float"] <= 1.0, r
+PY
+}
+check "decode int8 cache" "$cli" bench --decode --json --kv-len 64,100 --cache int8 --k-scale channel $small >"$tmp/q.json"
+check "decode int8 rows" validate "$tmp/q.json" 2 0
+check "decode int8 cache fields" validate_cache "$tmp/q.json" 2
+check "decode fp8 paged outliers" "$cli" bench --decode --json --kv-len 80 --cache fp8_e4m3 --page-size 16 \
+    --outliers --v-scale head $small >"$tmp/f.json"
+check "decode fp8 cache fields" validate_cache "$tmp/f.json" 1
+check "decode cache table" bash -c "'$cli' bench --decode --kv-len 50 --cache fp8_e5m2 $small | grep -q 'cosine'"
+check "decode bad cache" bash -c "! '$cli' bench --decode --cache int4 2>/dev/null"
+check "decode bad scale kind" bash -c "! '$cli' bench --decode --cache int8 --k-scale row 2>/dev/null"
+
 echo "test_bench_decode: $passed passed, $fail failed"
 [ "$fail" -eq 0 ]
