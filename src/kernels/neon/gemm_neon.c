@@ -17,6 +17,13 @@
 
 #include "kernels/neon/neon.h"
 
+/* GCC's first scheduling pass hoists a k step's six A loads ahead of its
+ * FMAs, which takes 34 registers and spills an accumulator every step;
+ * without that pass the loop has no stack traffic (docs/arm.md). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
+
 /* m is a literal at every call site, so the loops unroll completely and
  * acc[][] lives in registers. */
 static inline __attribute__((always_inline)) void tile(const int m, int64_t k, const float *a,
