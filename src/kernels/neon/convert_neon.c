@@ -41,14 +41,20 @@ static inline uint16x4_t f32_to_bf16_int(float32x4_t x) {
     return vbsl_u16(nan, quiet, rne);
 }
 
-/* BFCVTN, 8 at a time; built for FEAT_BF16 only here, and called only
- * when the CPU has it. */
-__attribute__((target("arch=armv8.2-a+bf16"))) static void store_bf16_bfcvt(
-    uint16_t *h, const float *src, int64_t n, float mul) {
+/* BFCVTN and BFCVTN2, 8 at a time, called only when the CPU has FEAT_BF16.
+ * The path is built for plain ARMv8-A, and GCC 12 and clang 14 share no
+ * way (a target attribute, the bf16 intrinsics, an assembler directive)
+ * to reach the two instructions from such a file, so they are written as
+ * their encodings, on registers fixed for them: bfcvtn v2.4h, v0.4s and
+ * bfcvtn2 v2.8h, v1.4s. */
+static void store_bf16_bfcvt(uint16_t *h, const float *src, int64_t n, float mul) {
     const float32x4_t vm = vdupq_n_f32(mul);
     for (int64_t i = 0; i + 8 <= n; i += 8) {
-        const bfloat16x8_t lo = vcvtq_low_bf16_f32(vmulq_f32(vld1q_f32(src + i), vm));
-        vst1q_u16(h + i, vreinterpretq_u16_bf16(vcvtq_high_bf16_f32(lo, vmulq_f32(vld1q_f32(src + i + 4), vm))));
+        register float32x4_t lo __asm__("v0") = vmulq_f32(vld1q_f32(src + i), vm);
+        register float32x4_t hi __asm__("v1") = vmulq_f32(vld1q_f32(src + i + 4), vm);
+        register uint16x8_t r __asm__("v2");
+        __asm__(".inst 0x0ea16802\n\t.inst 0x4ea16822" : "=w"(r) : "w"(lo), "w"(hi));
+        vst1q_u16(h + i, r);
     }
 }
 
