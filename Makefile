@@ -8,6 +8,7 @@ ASAN_BUILD ?= build-asan
 CLANG_BUILD ?= build-clang
 FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
+ARM_BUILD ?= build-arm
 FUZZ_SECONDS ?= 60
 FUZZ_OPT ?= -O0
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -16,7 +17,7 @@ VENV ?= $(BUILD)/venv
 PREFIX ?= /usr/local
 
 .PHONY: all build run test test-release asan-build test-asan python-env test-python \
-	test-python-asan test-clang fuzz test-tsan install clean
+	test-python-asan test-clang fuzz test-tsan test-arm install clean
 
 all: build
 
@@ -27,7 +28,7 @@ build:
 run: build
 	OMP_PROC_BIND=spread OMP_PLACES=cores $(BUILD)/flashattn bench $(BENCH_ARGS)
 
-test: test-release test-asan test-python test-python-asan test-clang test-tsan
+test: test-release test-asan test-python test-python-asan test-clang test-tsan test-arm
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -100,6 +101,24 @@ test-tsan:
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_concurrency
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(TSAN_BUILD)/tests/test_concurrency
 
+# The Arm paths (neon, sve at three vector lengths, scalar), cross-built
+# with the distribution's aarch64 gcc and run under user-mode qemu
+# (tests/CMakeLists.txt: the arm_* tests; docs/arm.md). Without the tools
+# it is skipped, except in CI (CI or ARM_REQUIRED set), where .ci/run
+# installs them and a missing tool is a failure.
+ARM_TESTS = test_kernels test_gemm_nt test_gemm_bf16 test_quant_cache test_forward test_backward test_decode
+test-arm:
+	@if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null; then \
+		if [ -n "$$CI$(ARM_REQUIRED)" ]; then \
+			echo "test-arm: aarch64-linux-gnu-gcc or qemu-aarch64 missing (.ci/run installs them)"; exit 1; \
+		fi; \
+		echo "test-arm: skipped: no aarch64-linux-gnu-gcc or qemu-aarch64 (apt-get install gcc-aarch64-linux-gnu qemu-user)"; \
+		exit 0; \
+	fi; \
+	cmake -S . -B $(ARM_BUILD) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null && \
+	cmake --build $(ARM_BUILD) -j $(JOBS) --target $(ARM_TESTS) && \
+	cd $(ARM_BUILD) && ctest --output-on-failure -j $(JOBS) -R '^arm_'
+
 # The prefix is given at configure time too: GNUInstallDirs picks the library
 # directory from it (lib/<multiarch> for /usr on Debian).
 install:
@@ -108,4 +127,4 @@ install:
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD) $(ARM_BUILD)

@@ -652,12 +652,14 @@ FLASHATTN_API const char *flashattn_last_error(void);
 /* "0.3.0" */
 FLASHATTN_API const char *flashattn_version(void);
 /* Name of the kernel path in use: "scalar" (portable C), "avx2", "avx512",
- * "avx512bf16" (AVX-512 with bf16 inputs on VDPBF16PS) or "amx" (AVX-512
- * with bf16 inputs on AMX tiles). It is chosen once, as the best of
- * scalar, avx2, avx512 and amx that the CPU and OS run;
- * FLASHATTN_ISA=scalar|avx2|avx512|avx512bf16|amx forces one (a path the
- * CPU lacks falls back to the automatic choice), and is the only way to
- * get avx512bf16, which is slower than widening bf16 wherever measured. On
+ * "avx512bf16" (AVX-512 with bf16 inputs on VDPBF16PS), "amx" (AVX-512
+ * with bf16 inputs on AMX tiles), and on 64-bit Arm "neon" (Advanced
+ * SIMD) or "sve" (SVE at the CPU's vector length). It is chosen once, as
+ * the best of scalar, avx2, avx512, amx and neon that the CPU and OS run;
+ * FLASHATTN_ISA=scalar|avx2|avx512|avx512bf16|amx|neon|sve forces one (a
+ * path the CPU lacks falls back to the automatic choice), and is the only
+ * way to get avx512bf16, which is slower than widening bf16 wherever
+ * measured, or sve, which no run on a CPU has measured (docs/arm.md). On
  * Linux, choosing amx asks the kernel once for the process's AMX tile
  * state (arch_prctl), which enlarges its signal frames;
  * FLASHATTN_ISA=avx512 keeps the library from asking. */

@@ -90,10 +90,11 @@ static int same_but_bf16(const fa_kernels *a, const fa_kernels *b) {
  * route reaches it, so f32 and f16 cases there would run the same kernels
  * again (tt_isas_dot lists them for the bf16 cases). */
 static int isas(const fa_kernels *out[], int max, int with_bf16) {
-    const char *names[8];
+    const char *names[8], *only = getenv("FLASHATTN_TEST_ISA");
     int n = fa_available_isas(names, 8);
     int k = 0;
     for (int i = 0; i < n && k < max; i++) {
+        if (only && *only && strcmp(only, names[i]) != 0) continue;
         const fa_kernels *t = fa_kernels_by_name(names[i]);
         int dup = 0;
         for (int j = 0; j < k && !with_bf16; j++) dup |= same_but_bf16(t, out[j]);
@@ -103,6 +104,11 @@ static int isas(const fa_kernels *out[], int max, int with_bf16) {
 }
 
 int tt_isas(const fa_kernels *out[], int max) { return isas(out, max, 0); }
+
+int tt_quick(void) {
+    const char *q = getenv("FLASHATTN_TEST_QUICK");
+    return q && *q && strcmp(q, "0") != 0;
+}
 
 void tt_standard_f32(const flashattn_tensor *q, const flashattn_tensor *k,
                      const flashattn_tensor *v, const flashattn_params *p,

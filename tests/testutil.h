@@ -51,8 +51,16 @@ extern int tt_passed, tt_failed;
 int tt_finish(const char *name);
 
 /* Kernel tables this CPU can run, less those that differ from an earlier
- * one only in gemm_bf16 (avx512bf16, amx); returns the count. */
+ * one only in gemm_bf16 (avx512bf16, amx); returns the count. With
+ * FLASHATTN_TEST_ISA=name in the environment, only that path (tt_isas_dot
+ * too): an emulated run tests each path once, not every path at each
+ * emulated CPU. */
 int tt_isas(const fa_kernels *out[], int max);
+
+/* 1 when FLASHATTN_TEST_QUICK is set (and not "0"): the long sweeps of
+ * test_forward, test_backward and test_decode run a subset of their cases
+ * (one in two or four, the small problems), for runs under an emulator. */
+int tt_quick(void);
 
 /* Every table this CPU can run, then test-only tables that take the forward's bf16 dot-product
  * route on CPUs without AVX512_BF16: the scalar table with the portable

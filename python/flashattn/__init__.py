@@ -33,8 +33,9 @@ __version__ = _clib.flashattn_version().decode()
 
 def isa():
     """The kernel path the library runs on: "scalar", "avx2", "avx512",
-    "avx512bf16" or "amx" (FLASHATTN_ISA=scalar|avx2|avx512|avx512bf16|amx
-    in the environment forces one; avx512bf16 is only used when forced;
+    "avx512bf16", "amx", or on 64-bit Arm "neon" or "sve"
+    (FLASHATTN_ISA=scalar|avx2|avx512|avx512bf16|amx|neon|sve in the
+    environment forces one; avx512bf16 and sve are only used when forced;
     the names are those of src/kernels/isa_list.h)."""
     return _clib.flashattn_isa().decode()
 
