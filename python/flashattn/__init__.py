@@ -1,8 +1,8 @@
 """flashattn: exact FlashAttention on CPUs.
 
 NumPy: attention, attention_backward, attention_varlen, attention_varlen_backward,
-attention_with_kvcache, merge; unpad_input and pad_input (flashattn.padding,
-NumPy arrays or torch tensors).
+attention_with_kvcache (float, int8 and fp8 caches), quantize_kv_cache, merge;
+unpad_input and pad_input (flashattn.padding, NumPy arrays or torch tensors).
 PyTorch (optional): flash_attn_func and its siblings, with FlashAttention-2's
 names, arguments and layouts, and scaled_dot_product_attention, a drop-in for
 torch.nn.functional's on CPU tensors; they are imported from
@@ -14,7 +14,8 @@ from ._lib import (BadArgumentError, Error, LibraryError, OutOfMemoryError,
                    UnsupportedError, lib as _clib)
 from ._lib import release_workspace
 from .numpy_api import (attention, attention_backward, attention_varlen,
-                        attention_varlen_backward, attention_with_kvcache, merge)
+                        attention_varlen_backward, attention_with_kvcache, merge,
+                        quantize_kv_cache)
 from .padding import pad_input, unpad_input
 
 _TORCH_NAMES = (
@@ -25,7 +26,6 @@ _TORCH_NAMES = (
     "flash_attn_varlen_kvpacked_func",
     "flash_attn_varlen_qkvpacked_func",
     "flash_attn_with_kvcache",
-    "quantize_kv_cache",
 )
 
 __version__ = _clib.flashattn_version().decode()

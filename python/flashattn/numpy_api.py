@@ -18,6 +18,14 @@ _DTYPES = {
     np.dtype(ml_dtypes.bfloat16): _lib.BF16,
 }
 
+# A KV cache's storage may also be 8-bit, with scales (attention_with_kvcache).
+_CACHE_DTYPES = {
+    np.dtype(np.int8): _lib.INT8,
+    np.dtype(ml_dtypes.float8_e4m3fn): _lib.FP8_E4M3,
+    np.dtype(ml_dtypes.float8_e5m2): _lib.FP8_E5M2,
+}
+_ALL_DTYPES = {**_DTYPES, **_CACHE_DTYPES}
+
 _ALIGNS = {"bottom-right": _lib.ALIGN_BOTTOM_RIGHT, "top-left": _lib.ALIGN_TOP_LEFT}
 
 _FLOAT_PTR = ctypes.POINTER(ctypes.c_float)
@@ -43,9 +51,10 @@ def _describable(a):
     return a.shape[-1] <= 1 or a.strides[-1] == a.itemsize
 
 
-def _input(a, name):
+def _input(a, name, cache=False):
     """`a` as an array the library can read: the same memory when possible,
-    a contiguous copy only when the descriptor cannot express it."""
+    a contiguous copy only when the descriptor cannot express it. cache:
+    int8 and fp8 too (a KV cache's storage)."""
     a = np.asarray(a)
     if a.ndim != 4:
         raise ValueError("%s must have 4 dimensions (batch, seqlen, nheads, headdim), "
@@ -56,7 +65,7 @@ def _input(a, name):
         # The kernels compute in float32 whatever the input; say so with
         # the output dtype rather than pretending to double precision.
         a = a.astype(np.float32)
-    elif a.dtype not in _DTYPES:
+    elif a.dtype not in _DTYPES and not (cache and a.dtype in _CACHE_DTYPES):
         raise ValueError("%s: dtype %s is not supported (float32, float16, "
                          "ml_dtypes.bfloat16; float64 is converted to float32)" % (name, a.dtype))
     if not _describable(a):
@@ -87,7 +96,7 @@ def _fields(a):
         sb, ss, sh = s * h * d, h * d, d
     else:
         sb, ss, sh = st[0] // n, st[1] // n, st[2] // n
-    return (ai["data"][0], _DTYPES[a.dtype], b, s, h, d,
+    return (ai["data"][0], _ALL_DTYPES[a.dtype], b, s, h, d,
             sb if b > 1 else 0, ss if s > 1 else 0, sh if h > 1 else 0, 1)
 
 
@@ -361,12 +370,14 @@ def _gradients(dq, dk, dv, params):
     return (dq, dk, dv) if dsinks is None else (dq, dk, dv, dsinks)
 
 
-def _inplace(a, name):
+def _inplace(a, name, cache=False):
     """A cache the call appends to: it must be given to the library as it
     lies, since a copy would receive the new rows."""
-    if not isinstance(a, np.ndarray) or a.ndim != 4 or a.dtype not in _DTYPES:
+    ok = _ALL_DTYPES if cache else _DTYPES
+    if not isinstance(a, np.ndarray) or a.ndim != 4 or a.dtype not in ok:
         raise ValueError("%s must be a 4-D numpy.ndarray of float32, float16 or "
-                         "ml_dtypes.bfloat16" % name)
+                         "ml_dtypes.bfloat16%s" % (name, " (or int8, float8_e4m3fn, float8_e5m2)"
+                                                   if cache else ""))
     if not (a.flags.writeable and _describable(a)):
         raise ValueError("%s must be writeable with a contiguous last axis and non-negative "
                          "strides: new keys and values are written into it in place" % name)
@@ -471,7 +482,9 @@ def attention_with_kvcache(q: ArrayLike, k_cache: ArrayLike, v_cache: ArrayLike,
                            cu_seqlens_q: Optional[ArrayLike] = None,
                            max_seqlen_q: Optional[int] = None, softcap: float = 0.0,
                            alibi_slopes: Optional[ArrayLike] = None,
-                           sinks: Optional[ArrayLike] = None) -> Result:
+                           sinks: Optional[ArrayLike] = None,
+                           k_scale: Union[float, ArrayLike, None] = None,
+                           v_scale: Union[float, ArrayLike, None] = None) -> Result:
     """Attention of q against a KV cache (inference decode), as
     flash_attn_with_kvcache.
 
@@ -508,6 +521,12 @@ def attention_with_kvcache(q: ArrayLike, k_cache: ArrayLike, v_cache: ArrayLike,
     softcap, alibi_slopes (nheads,) or (batch, nheads) and sinks (nheads,):
     the score modifiers of attention(), ALiBi aligned to each sequence's own
     length (bias and mask are not available against a cache).
+    Quantised caches: k_cache and v_cache int8, ml_dtypes.float8_e4m3fn or
+    float8_e5m2 (one dtype for both) with k_scale and v_scale, float32:
+    (batch_cache, seqlen_cache, nheads_k) one per token (written for the
+    appended rows), (nheads_k, headdim) one per channel, (nheads_k,) one per
+    head, or a number; element e stands for e * scale (quantize_kv_cache
+    makes them; the rule: include/flashattn.h, flashattn_kv_cache).
     Returns out (q's shape and dtype), and with return_lse the float32 LSE
     (batch, nheads, seqlen_q).
     """
@@ -517,15 +536,22 @@ def attention_with_kvcache(q: ArrayLike, k_cache: ArrayLike, v_cache: ArrayLike,
     if (k is None) != (v is None):
         raise ValueError("give both k and v, or neither")
     if k is None:
-        k_cache, v_cache = _input(k_cache, "k_cache"), _input(v_cache, "v_cache")
+        k_cache, v_cache = _input(k_cache, "k_cache", True), _input(v_cache, "v_cache", True)
         new = [None, None]
     else:
-        k_cache, v_cache = _inplace(k_cache, "k_cache"), _inplace(v_cache, "v_cache")
+        k_cache, v_cache = _inplace(k_cache, "k_cache", True), _inplace(v_cache, "v_cache", True)
         if packed:
             k, v = _packed_input(k, "k"), _packed_input(v, "v")
         else:
             k, v = _input(k, "k"), _input(v, "v")
         new = [k, v]
+    scales = None
+    if k_cache.dtype in _CACHE_DTYPES or v_cache.dtype in _CACHE_DTYPES:
+        scales = (_scale_view(k_scale, k_cache, "k_scale", k is not None),
+                  _scale_view(v_scale, v_cache, "v_scale", k is not None))
+    elif k_scale is not None or v_scale is not None:
+        raise ValueError("k_scale and v_scale go with an int8 or fp8 cache (this one is %s)"
+                         % k_cache.dtype)
     batch = q.shape[0]
     if packed:
         cu_q = _cu_seqlens(cu_seqlens_q, "cu_seqlens_q")
@@ -569,8 +595,72 @@ def attention_with_kvcache(q: ArrayLike, k_cache: ArrayLike, v_cache: ArrayLike,
     address = lambda a: None if a is None else a.ctypes.data
     _lib.decode(pack, q, k_cache, v_cache, *new, o_view, address(lse),
                 (lens.ctypes.data, lens.dtype == np.int64), table, params,
-                batch_idx=address(batch_idx), leftpad=address(leftpad), rotary=rotary)
+                batch_idx=address(batch_idx), leftpad=address(leftpad), rotary=rotary,
+                scales=scales)
     return (o, lse) if return_lse else o
+
+
+def _scale_view(scale, cache, name, appending):
+    """A quantised cache's scale as the library's 4-D float32 view and its
+    flashattn_scale_kind, from the shapes attention_with_kvcache takes."""
+    b, s, h, d = cache.shape
+    if scale is None:
+        raise ValueError("%s: a %s cache needs its scales" % (name, cache.dtype))
+    if np.ndim(scale) == 0:
+        try:
+            one = np.full((1, 1, 1, 1), float(scale), np.float32)
+        except (TypeError, ValueError):
+            raise ValueError("%s must be a float32 array or a number" % name) from None
+        return np.broadcast_to(one, (1, 1, h, 1)), _lib.SCALE_PER_HEAD
+    if not isinstance(scale, np.ndarray) or scale.dtype != np.float32:
+        raise ValueError("%s must be a float32 numpy.ndarray or a number" % name)
+    shape = scale.shape
+    if shape == (h,):
+        view, kind = scale.reshape(1, 1, h, 1), _lib.SCALE_PER_HEAD
+    elif shape == (h, d):
+        view, kind = scale.reshape(1, 1, h, d), _lib.SCALE_PER_CHANNEL
+    elif shape in ((b, s, h), (b, s, h, 1)):
+        view, kind = scale.reshape(b, s, h, 1), _lib.SCALE_PER_TOKEN
+        if appending and not (np.shares_memory(view, scale) and scale.flags.writeable):
+            raise ValueError("%s: per-token scales are written for the appended rows: give a "
+                             "writeable array the library can address" % name)
+    else:
+        raise _lib.bad_shape("%s has shape %s: for a cache %s it must be %s per token, %s per "
+                             "channel, (%d,) per head or a number"
+                             % (name, shape, cache.shape, (b, s, h), (h, d), h))
+    if not _describable(view):
+        view = np.ascontiguousarray(view)
+    return view, kind
+
+
+_QUANT_DTYPES = {"int8": np.dtype(np.int8), "fp8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
+                 "fp8_e5m2": np.dtype(ml_dtypes.float8_e5m2)}
+
+
+def quantize_kv_cache(x: ArrayLike, dtype="int8", scale: str = "token",
+                      num_threads: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """An 8-bit copy of a float K or V cache x (batch, seqlen, nheads_k,
+    headdim) and its float32 scales, for attention_with_kvcache: dtype
+    "int8", "fp8_e4m3", "fp8_e5m2" (or numpy.int8, ml_dtypes.float8_e4m3fn,
+    float8_e5m2); scale "token" ((batch, seqlen, nheads_k)), "channel"
+    ((nheads_k, headdim)) or "head" ((nheads_k,)), the fixed kinds
+    calibrated on x (max|x| over its rows / the dtype's largest value).
+    docs/quantised-cache.md: per channel suits int8 K, per token the rest."""
+    dt = _QUANT_DTYPES.get(dtype) if isinstance(dtype, str) else np.dtype(dtype)
+    if dt not in _CACHE_DTYPES:
+        raise ValueError("dtype must be int8, fp8_e4m3 or fp8_e5m2, got %r" % (dtype,))
+    x = _input(x, "x")
+    b, s, h, d = x.shape
+    kinds = {"token": ((b, s, h), _lib.SCALE_PER_TOKEN),
+             "channel": ((h, d), _lib.SCALE_PER_CHANNEL), "head": ((h,), _lib.SCALE_PER_HEAD)}
+    if scale not in kinds:
+        raise ValueError("scale must be 'token', 'channel' or 'head', got %r" % (scale,))
+    shape, kind = kinds[scale]
+    out = np.empty(x.shape, dt)
+    scales = np.empty(shape, np.float32)
+    view, _ = _scale_view(scales, out, "scale", True)
+    _lib.quantize(pack, x, out, view, kind, 1, _lib._int_arg(num_threads, "num_threads"))
+    return out, scales
 
 
 def _varlen_setup(cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k):
