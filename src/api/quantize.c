@@ -12,14 +12,16 @@
 
 /* The fixed scales of src: amax / qmax per channel or per head over
  * every row, into amax[heads * width]. Returns 0, or 1 when src holds a
- * NaN or an infinity (no scale fits it). */
+ * NaN or an infinity (no scale fits it). A head that meets one leaves
+ * NaN in its first scale (no OpenMP reduction: clang's would export a
+ * symbol of its own from the library). */
 static int calibrate_scales(const fa_kernels *kern, const flashattn_tensor *src, flashattn_dtype dt,
                             int64_t width, float *amax, int threads) {
     const int64_t d = src->head_dim;
-    int bad = 0;
-#pragma omp parallel for num_threads(threads) reduction(| : bad) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t h = 0; h < src->heads; h++) {
         float x[FLASHATTN_MAX_HEAD_DIM], *a = amax + h * width;
+        int bad = 0;
         for (int64_t e = 0; e < width; e++) a[e] = 0.0f;
         for (int64_t b = 0; b < src->batch; b++)
             for (int64_t s = 0; s < src->seqlen; s++) {
@@ -32,8 +34,11 @@ static int calibrate_scales(const fa_kernels *kern, const flashattn_tensor *src,
             }
         /* a channel of zeros keeps the smallest normal scale: fixed scales are > 0 */
         for (int64_t e = 0; e < width; e++) a[e] = a[e] > 0.0f ? a[e] / fa_quant_max(dt) : 1.17549435e-38f;
+        if (bad) a[0] = NAN;
     }
-    return bad;
+    for (int64_t h = 0; h < src->heads; h++)
+        if (amax[h * width] != amax[h * width]) return 1;
+    return 0;
 }
 
 flashattn_status flashattn_quantize(const flashattn_tensor *src, const flashattn_tensor *dst,
