@@ -150,6 +150,12 @@ typedef enum flashattn_align {
  * what you need: new fields are added at the end with defaults that keep the
  * old behaviour, and struct_size lets the library know which ones you have.
  */
+/* params.precision (see "Precision" below). */
+typedef enum flashattn_precision {
+    FLASHATTN_PRECISION_EXACT = 0,
+    FLASHATTN_PRECISION_INT8_QK = 1,
+} flashattn_precision;
+
 typedef struct flashattn_params {
     size_t struct_size;      /* sizeof(flashattn_params), set by _init */
     float scale;             /* softmax scale; 0 means 1/sqrt(head_dim) */
@@ -177,7 +183,34 @@ typedef struct flashattn_params {
     float dropout_p;         /* in [0, 1); 0: off */
     uint64_t dropout_seed;   /* the stream: the same seed and offset give the same masks */
     uint64_t dropout_offset; /* advance it per call (or per step) for fresh masks */
+    /* How Q K^T is computed (flashattn_fwd only; see "Precision" below). */
+    flashattn_precision precision; /* FLASHATTN_PRECISION_EXACT (0, the default) */
 } flashattn_params;
+
+/*
+ * Precision. FLASHATTN_PRECISION_EXACT computes S = Q K^T in f32 (the
+ * rules above). FLASHATTN_PRECISION_INT8_QK, for inference, computes it
+ * on 8-bit integers (SageAttention's scheme, on AVX512_VNNI / AVX-VNNI
+ * where the CPU has them, else on 16-bit integer multiply-adds), and the
+ * softmax and P V in f32 as usual:
+ *   - each query row q (scaled by the softmax scale) becomes
+ *     sq * q8, sq = max|q| / 127, q8 = round(q / sq) in [-127, 127];
+ *   - keys are smoothed: each chunk of keys (512, rounded up to the
+ *     kernel's panel width, from each sequence's first key) has the mean
+ *     of its finite rows, m, taken off, and each key row's rest k - m
+ *     becomes sk * k8 the same way;
+ *   - S[i][j] = sq_i * sk_j * (q8_i . k8_j) + q_i . m, so the mean comes
+ *     back exactly and S, the LSE and every score modifier are those of
+ *     the rounded Q and K (not only the softmax, which is blind to the
+ *     shift).
+ * Rounding is to nearest even; a Q or K row holding a NaN or an infinity
+ * gets scale NaN and makes its scores NaN (the NaN rule above, per row),
+ * and is left out of its chunk's mean. The error this adds is reported in
+ * docs/precision.md; results are deterministic and the same on every
+ * kernel path to the rounding of the f32 softmax. flashattn_bwd and
+ * flashattn_decode take only FLASHATTN_PRECISION_EXACT
+ * (FLASHATTN_ERR_UNSUPPORTED).
+ */
 
 /*
  * Dropout, as FlashAttention-2 defines it: P is multiplied by mask / (1 - p)

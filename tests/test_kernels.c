@@ -25,6 +25,12 @@
 #include "core/dtype.h"
 #include "dispatch/isa.h"
 #include "kernels/ref/ref.h"
+#ifdef FA_HAVE_AVX2
+#include "kernels/avx2/avx2.h"
+#endif
+#ifdef FA_HAVE_AVX512
+#include "kernels/avx512/avx512.h"
+#endif
 #include "testutil.h"
 
 /* Random float of either sign over a wide range of magnitudes, with some
@@ -672,6 +678,74 @@ static void test_softcap_tanh(const fa_kernels *kn) {
 /* Every table this build compiled: named by the list (kernels/isa_list.h),
  * no NULL entry (callers never test for one), and a bf16 route only on an
  * instruction of its own. Checked whether or not this CPU runs the table. */
+/* gemm_i8 (kernels.h): bit for bit the portable kernel's, for every m
+ * up to MR, every n the table takes, k4 from 0 past a head_dim of 576,
+ * codes at the ends of their ranges and random ones, odd strides and
+ * misaligned rows; nothing written outside the tile. */
+typedef void (*gemm_i8_fn)(int, int, int64_t, const uint8_t *, int64_t, const int8_t *, int64_t,
+                           const int32_t *, const float *, const float *, const float *, float *, int64_t);
+static void gemm_i8_case(const char *isa, const char *name, gemm_i8_fn fn, int m, int n, int nr, int64_t k4,
+                         int ends, uint64_t *rng) {
+    const int64_t lda = 4 * k4 + 3, ldc = n + 5;
+    uint8_t *a = malloc((size_t)(m * lda + 1));
+    int8_t *b = malloc((size_t)(4 * k4 * nr + 1));
+    int32_t bsum[64] = {0};
+    float bscale[64], ascale[16], add[16];
+    float *c = malloc((size_t)(m * ldc + 1) * sizeof(float)), *r = malloc((size_t)(m * ldc + 1) * sizeof(float));
+    for (int64_t x = 0; x < m * lda + 1; x++)
+        a[x] = (uint8_t)(ends ? (tt_rand_u64(rng) & 1 ? 255 : 1) : 1 + tt_rand_u64(rng) % 255);
+    for (int64_t p = 0; p < k4; p++)
+        for (int j = 0; j < nr; j++)
+            for (int t = 0; t < 4; t++) {
+                const int v = ends ? (tt_rand_u64(rng) & 1 ? 127 : -127) : (int)(tt_rand_u64(rng) % 255) - 127;
+                b[4 * (p * nr + j) + t] = (int8_t)v;
+                bsum[j] += v;
+            }
+    for (int j = 0; j < 64; j++) bscale[j] = (float)(tt_rand_normal(rng) * 1e-2);
+    for (int i = 0; i < 16; i++) ascale[i] = (float)(tt_rand_normal(rng) * 1e-2), add[i] = (float)tt_rand_normal(rng);
+    tt_fill_sentinel(c, (size_t)(m * ldc + 1) * sizeof(float));
+    memcpy(r, c, (size_t)(m * ldc + 1) * sizeof(float));
+    /* A one byte off its alignment */
+    fn(m, n, k4, a + 1, lda, b, nr, bsum, bscale, ascale, add, c, ldc);
+    fa_gemm_i8_ref(m, n, k4, a + 1, lda, b, nr, bsum, bscale, ascale, add, r, ldc);
+    TT_CHECK(memcmp(c, r, (size_t)(m * ldc + 1) * sizeof(float)) == 0, "%s %s: m %d n %d k4 %lld ends %d",
+             isa, name, m, n, (long long)k4, ends);
+    free(a), free(b), free(c), free(r);
+}
+
+static void test_gemm_i8_fn(const char *isa, const char *name, gemm_i8_fn fn, int mr, int nr, uint64_t *rng) {
+    const int64_t ks[] = {0, 1, 3, 16, 32, 144};
+    for (int m = 1; m <= mr; m++)
+        for (int n = FA_COL_ALIGN; n <= nr; n += FA_COL_ALIGN)
+            for (size_t x = 0; x < sizeof ks / sizeof *ks; x++)
+                for (int ends = 0; ends < 2; ends++) gemm_i8_case(isa, name, fn, m, n, nr, ks[x], ends, rng);
+}
+
+static void test_gemm_i8(const fa_kernels *kn, uint64_t *rng) {
+    test_gemm_i8_fn(kn->isa, "gemm_i8", kn->gemm_i8, kn->mr, kn->nr, rng);
+#ifdef FA_HAVE_AVX512
+    if (strcmp(kn->isa, "avx512") == 0) { /* both of its ways, where they run */
+        test_gemm_i8_fn(kn->isa, "gemm_i8 (VPMADDUBSW)", fa_gemm_i8_avx512_madd, kn->mr, kn->nr, rng);
+        if (fa_cpu_avx512_vnni())
+            test_gemm_i8_fn(kn->isa, "gemm_i8 (VNNI)", fa_gemm_i8_avx512_vnni, kn->mr, kn->nr, rng);
+        else
+            printf("avx512: no AVX512_VNNI on this CPU: its gemm_i8 way untested\n");
+    }
+#endif
+#ifdef FA_HAVE_AVX2
+    if (strcmp(kn->isa, "avx2") == 0) {
+        test_gemm_i8_fn(kn->isa, "gemm_i8 (VPMADDUBSW)", fa_gemm_i8_avx2_madd, kn->mr, kn->nr, rng);
+        if (fa_cpu_avx_vnni())
+            test_gemm_i8_fn(kn->isa, "gemm_i8 (AVX-VNNI)", fa_gemm_i8_avx2_vnni, kn->mr, kn->nr, rng);
+        else
+            printf("avx2: no AVX-VNNI on this CPU: its gemm_i8 way untested\n");
+    }
+#endif
+    /* the largest sums: k4 at the head-size limit, every code at its end */
+    const int64_t k4 = FLASHATTN_MAX_HEAD_DIM;
+    gemm_i8_case(kn->isa, "gemm_i8 (longest)", kn->gemm_i8, kn->mr, kn->nr, kn->nr, k4, 1, rng);
+}
+
 static void test_tables(void) {
     const char *listed[16];
     const int nl = fa_listed_isas(listed, 16);
@@ -686,7 +760,8 @@ static void test_tables(void) {
             (const void *)k->exp2_sum, (const void *)k->scale, (const void *)k->load,
             (const void *)k->store, (const void *)k->store_stream, (const void *)k->store_fence,
             (const void *)k->gemm_nt, (const void *)k->gemm_rows, (const void *)k->transpose,
-            (const void *)k->gemm_bf16, (const void *)k->gemm_bf16_done, (const void *)k->dropout_row};
+            (const void *)k->gemm_bf16, (const void *)k->gemm_bf16_done, (const void *)k->dropout_row,
+            (const void *)k->gemm_i8};
         for (size_t e = 0; e < sizeof entries / sizeof entries[0]; e++)
             TT_CHECK(entries[e] != NULL, "table %s: entry %zu is NULL", k->isa, e);
         TT_CHECK(!k->bf16_dot || k->gemm_bf16 != fa_gemm_bf16_ref,
@@ -728,6 +803,7 @@ int main(void) {
         test_softcap_row(kn, &rng);
         test_alibi_row(kn, &rng);
         test_dropout_row(kn, &rng);
+        test_gemm_i8(kn, &rng);
         tested++;
     }
     if (!tested) printf("no SIMD kernel table on this CPU or in this build: nothing to compare\n");

@@ -254,6 +254,9 @@ flashattn_status fa_read_params(const flashattn_params *user, flashattn_params *
     if (!(out->dropout_p >= 0.0f && out->dropout_p < 1.0f))
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dropout_p is %g: must be in [0, 1)",
                        (double)out->dropout_p);
+    if (out->precision != FLASHATTN_PRECISION_EXACT && out->precision != FLASHATTN_PRECISION_INT8_QK)
+        return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.precision is %d: not a flashattn_precision value",
+                       (int)out->precision);
     return FLASHATTN_OK;
 }
 
@@ -677,6 +680,9 @@ flashattn_status fa_validate_decode(const flashattn_tensor *q, const flashattn_k
     if ((s = check_score_arrays(p, pb, most_keys))) return s;
     if (p->dropout_p != 0.0f)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dropout_p: flashattn_decode takes no dropout");
+    if (p->precision != FLASHATTN_PRECISION_EXACT)
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
+                       "params.precision: flashattn_decode computes only FLASHATTN_PRECISION_EXACT");
     pb->head_dim = d;
     pb->head_dim_pad = (d + FA_COL_ALIGN - 1) / FA_COL_ALIGN * FA_COL_ALIGN;
     pb->head_dim_v = dv;
@@ -778,6 +784,7 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     if (pb->right - pb->seq_k > pb->seq_q) pb->right = -1;
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
     if ((s = check_dropout(p, pb))) return s;
+    pb->int8_qk = p->precision == FLASHATTN_PRECISION_INT8_QK;
     return check_score_arrays(p, pb, -1);
 }
 
@@ -793,6 +800,10 @@ flashattn_status fa_validate_bwd(const flashattn_tensor *q, const flashattn_tens
                                  const flashattn_tensor *dv, const flashattn_params *p,
                                  fa_bwd_problem *pb) {
     flashattn_status s;
+    if (p->precision != FLASHATTN_PRECISION_EXACT)
+        return fa_fail(FLASHATTN_ERR_UNSUPPORTED,
+                       "params.precision: flashattn_bwd computes only FLASHATTN_PRECISION_EXACT "
+                       "(the 8-bit Q K^T is for inference)");
     if ((s = fa_validate_fwd(q, k, v, o, NULL, p, &pb->f))) return s;
     if (pb->f.seq_k > FLASHATTN_MAX_BWD_SEQ ||
         (pb->f.group > 0 && pb->f.seq_q > FLASHATTN_MAX_BWD_SEQ / pb->f.group))

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define FA_LAYOUT_ALIGN 64
-#define FA_LAYOUT_MAX_REGIONS 12
+#define FA_LAYOUT_MAX_REGIONS 16
 
 typedef struct fa_region {
     const char *name;

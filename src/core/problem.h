@@ -60,6 +60,7 @@ typedef struct fa_problem {
     const float *sinks;
     const flashattn_scores *bias, *mask; /* validated; NULL: off */
     fa_dropout dropout;                  /* scale 0: off */
+    int int8_qk; /* params.precision FLASHATTN_PRECISION_INT8_QK (driver/int8_qk.h) */
 } fa_problem;
 
 /* One sequence: its lengths, where its rows lie, which keys each query sees. */

@@ -99,4 +99,43 @@ static inline void fa_quant_row(void *row, flashattn_dtype dt, const float *x, i
     for (int64_t i = 0; i < n; i++) fa_quant_put(row, dt, i, x[i], s[i * s_step]);
 }
 
+/* The 8-bit Q K^T of params.precision FLASHATTN_PRECISION_INT8_QK
+ * (flashattn.h "Precision"), one definition for the forward's packing and
+ * the tests' reference. */
+
+static inline int fa_row_finite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(x[i]) <= 3.4028234663852886e38f)) return 0;
+    return 1;
+}
+
+/* A chunk's smoothing mean, row by row in key order: fa_i8_mean_add for
+ * each key row (sum: n doubles, from 0; rows holding a NaN or an infinity
+ * are left out), then fa_i8_mean_get (0 when no row was finite). */
+static inline void fa_i8_mean_add(double *sum, int64_t *count, const float *x, int64_t n) {
+    if (!fa_row_finite(x, n)) return;
+    for (int64_t i = 0; i < n; i++) sum[i] += x[i];
+    ++*count;
+}
+
+static inline void fa_i8_mean_get(float *mean, const double *sum, int64_t count, int64_t n) {
+    for (int64_t i = 0; i < n; i++) mean[i] = count ? (float)(sum[i] / (double)count) : 0.0f;
+}
+
+/* x[0..n) as *scale * q[0..n): the per-token int8 rule above (scale
+ * max|x| / 127; 0 for a zero row; NaN, with q = 0, for a non-finite one). */
+static inline void fa_i8_row(const float *x, int64_t n, int8_t *q, float *scale) {
+    const float s = fa_quant_token_scale(x, n, FLASHATTN_INT8);
+    for (int64_t i = 0; i < n; i++) fa_quant_put(q, FLASHATTN_INT8, i, x[i], s);
+    *scale = s;
+}
+
+/* sum of a[i] * b[i] in f32, in index order, each product and sum rounded
+ * (the library builds with -ffp-contract=off): q . m. */
+static inline float fa_dot_f32(const float *a, const float *b, int64_t n) {
+    float t = 0.0f;
+    for (int64_t i = 0; i < n; i++) t += a[i] * b[i];
+    return t;
+}
+
 #endif /* FA_CORE_QUANT_H */

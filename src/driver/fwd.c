@@ -12,10 +12,10 @@
 #include <stdint.h>
 
 #include "core/threads.h"
+#include "driver/int8_qk.h"
 #include "driver/pack.h"
 #include "driver/score_tiles.h"
 
-#define FA_PACK_CHUNK 512 /* keys per packing work item */
 
 /* plan->per_seq: the work items before group g (groups in sequence order,
  * each sequence's own q-blocks for every query head of the group). */
@@ -64,7 +64,7 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
     const int64_t groups = pb->batch * pb->heads_kv;
     const int64_t bm = plan->block_m;
     const int64_t qblocks = (pb->seq_q + bm - 1) / bm;
-    const int64_t chunk = (FA_PACK_CHUNK + kern->nr - 1) / kern->nr * kern->nr;
+    const int64_t chunk = fa_pack_chunk(kern);
     const int64_t nchunks = (pb->seq_k + chunk - 1) / chunk;
     if (groups == 0 || pb->seq_q == 0) return;
     const int64_t kvblocks = (pb->seq_k + plan->block_n - 1) / plan->block_n;
@@ -94,7 +94,13 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
                 void *area = fa_region_at(&plan->ws, base, FA_FWD_WS_GROUPS, (size_t)(g - g0));
                 void *kp = fa_region_at(&plan->group, area, FA_FWD_GROUP_K, 0);
                 void *vp = fa_region_at(&plan->group, area, FA_FWD_GROUP_V, 0);
-                if (plan->bf16_dot) {
+                if (pb->int8_qk) {
+                    const fa_i8_keys keys = fa_i8_keys_of(plan, area);
+                    fa_pack_k_i8(pb, kern, &seq, hk, j0, j1, &keys,
+                                 fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
+                    fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,
+                              (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0));
+                } else if (plan->bf16_dot) {
                     fa_pack_k_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)kp);
                     fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp);
                 } else {

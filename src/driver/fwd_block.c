@@ -27,16 +27,23 @@
  * +0 and is never -0). A row's result therefore depends only on block_n,
  * never on block_m or on its strip.
  *
- * Every step is inlined into one loop per route (`dot` is a literal at the
- * two call sites of block()), so the f32 route carries no test of it.
+ * On the 8-bit route (pb->int8_qk) S comes from gemm_i8 on Q's rows
+ * quantised as they load and K's int8 panels (driver/int8_qk.h), with each
+ * key chunk's mean term q . m added back in the tile; the rest is the f32
+ * route's.
+ *
+ * Every step is inlined into one loop per route (`route` is a literal at
+ * the three call sites of block()), so the f32 route carries no test of it.
  */
 #include <math.h>
 #include <string.h>
 
 #include "core/mask.h"
+#include "core/quant.h"
 #include "core/size.h"
 #include "driver/careful.h"
 #include "driver/fwd.h"
+#include "driver/int8_qk.h"
 #include "driver/pack.h"
 #include "driver/score.h"
 #include "driver/softmax.h"
@@ -64,14 +71,25 @@ typedef struct {
     int tile; /* the boolean mask's state of the current tile (FA_TILE_*) */
     fa_softmax_totals total; /* rows past FA_SUM_CHUNK keys (driver/softmax.h) */
     uint32_t drop_key[2];    /* dropout's key of this (sequence, head) */
+    /* the 8-bit Q K^T (driver/int8_qk.h): Q's rows as gemm_i8's A, their
+     * scales and mean terms (of chunk `chunk_at`), the group's keys */
+    uint8_t *q8;
+    float *qs, *qa;
+    fa_i8_keys k8;
+    int64_t chunk, chunk_at;
 } fwd_qblock;
+
+/* The routes: f32 GEMMs; bf16 dot products (plan->bf16_dot); Q K^T on
+ * 8-bit integers (pb->int8_qk), the rest in f32. */
+enum { ROUTE_F32, ROUTE_BF16, ROUTE_I8 };
 
 FA_INLINE int strip_rows(const fwd_qblock *t, int s) {
     const int r0 = s * t->kern->mr;
     return t->m - r0 < t->kern->mr ? t->m - r0 : t->kern->mr;
 }
 
-FA_INLINE void load_q(fwd_qblock *t, const int dot) {
+FA_INLINE void load_q(fwd_qblock *t, const int route) {
+    const int dot = route == ROUTE_BF16;
     const fa_problem *pb = t->pb;
     const int64_t d = pb->head_dim, dh = (d + 1) / 2;
     for (int r = 0; r < t->m; r++) {
@@ -82,10 +100,19 @@ FA_INLINE void load_q(fwd_qblock *t, const int dot) {
             if (d & 1) t->q16[r * 2 * dh + d] = 0;
         } else {
             t->kern->load(t->q + r * d, qrow, pb->q->dtype, d, pb->scale_log2);
+            if (route == ROUTE_I8) fa_i8_q_row(pb, t->q + r * d, t->q8 + r * 4 * fa_i8_k4(pb), &t->qs[r]);
         }
         t->mx[r] = -INFINITY;
         t->ls[r] = 0.0f;
     }
+    t->chunk_at = -1;
+}
+
+/* The 8-bit route's term q . m of every row for chunk ch. */
+FA_INLINE void mean_terms(fwd_qblock *t, int64_t ch) {
+    const int64_t d = t->pb->head_dim;
+    for (int r = 0; r < t->m; r++) t->qa[r] = fa_dot_f32(t->q + r * d, t->k8.mean + ch * d, d);
+    t->chunk_at = ch;
 }
 
 /* Each strip's column count in kv-block [j0, j1), worked out once per
@@ -113,19 +140,25 @@ FA_INLINE int64_t plan_strips(fwd_qblock *t, int64_t j0, int64_t j1) {
 /* S = Q K^T over whole nr-key panels, each panel for the strips that need
  * it; zero-padded keys give S = 0 in columns past a strip's count, which
  * nothing below reads. */
-FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int dot) {
+FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int route) {
+    const int dot = route == ROUTE_BF16;
     const fa_kernels *kern = t->kern;
-    const int64_t d = t->pb->head_dim, dh = (d + 1) / 2, bn = t->bn;
+    const int64_t d = t->pb->head_dim, dh = (d + 1) / 2, bn = t->bn, k4 = fa_i8_k4(t->pb);
     const int mr = kern->mr, nr = kern->nr;
     for (int64_t c = 0; c < most; c += nr) {
         const float *panel = t->kp + (j0 + c) / nr * nr * d;
         const uint32_t *pairs = (const uint32_t *)t->kp + (j0 + c) / nr * nr * dh;
+        const int8_t *panel8 = t->k8.panels + (j0 + c) / nr * nr * k4 * 4;
+        if (route == ROUTE_I8 && (j0 + c) / t->chunk != t->chunk_at) mean_terms(t, (j0 + c) / t->chunk);
         for (int s = 0; s < t->strips; s++) {
             const int r0 = s * mr, mm = strip_rows(t, s);
             const int64_t nc16 = (int64_t)fa_round_up((size_t)t->cols[s], FA_COL_ALIGN);
             if (c >= nc16) continue;
             const int n = (int)(nc16 - c < nr ? nc16 - c : nr);
-            if (dot)
+            if (route == ROUTE_I8)
+                kern->gemm_i8(mm, n, k4, t->q8 + r0 * 4 * k4, 4 * k4, panel8, nr, t->k8.sum + j0 + c,
+                              t->k8.scale + j0 + c, t->qs + r0, t->qa + r0, t->s + r0 * bn + c, bn);
+            else if (dot)
                 kern->gemm_bf16(mm, n, dh, t->q16 + r0 * 2 * dh, 2 * dh, pairs, nr,
                                 t->s + r0 * bn + c, bn, 0, t->pb->scale_log2);
             else
@@ -136,7 +169,8 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int dot) {
 
 /* Per strip: the score stage on its rows, their maxima, then the online
  * softmax step of each row (driver/softmax.h). */
-FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
+FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int route) {
+    const int dot = route == ROUTE_BF16;
     const fa_kernels *kern = t->kern;
     const int64_t bn = t->bn, dp = t->pb->head_dim_v_pad;
     for (int s = 0; s < t->strips; s++) {
@@ -167,7 +201,8 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int dot) {
 }
 
 /* acc (+)= P V, each strip over its own columns. */
-FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int dot) {
+FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int route) {
+    const int dot = route == ROUTE_BF16;
     const fa_kernels *kern = t->kern;
     const int64_t dp = t->pb->head_dim_v_pad, bn = t->bn;
     /* the packed V's rows: the sequence's (fa_pack_v) */
@@ -214,10 +249,11 @@ static void unfold_rows(fwd_qblock *t) {
         fa_softmax_unfold(&t->total, r, t->acc + r * dp, t->pb->head_dim_v, t->mx[r], &t->ls[r]);
 }
 
-FA_INLINE void block(fwd_qblock *t, const int dot) {
+FA_INLINE void block(fwd_qblock *t, const int route) {
+    const int dot = route == ROUTE_BF16;
     const fa_mask *mask = &t->seq->mask;
     const int64_t bn = t->bn, seq_k = t->seq->seq_k;
-    load_q(t, dot);
+    load_q(t, route);
     const int64_t j_lo = fa_mask_lo(mask, t->i0), j_end = fa_mask_end(mask, t->i0 + t->m - 1);
     /* Folds at the same keys for every row, whatever its q-block (so
      * block_m still changes no bit), at whole blocks. */
@@ -230,9 +266,9 @@ FA_INLINE void block(fwd_qblock *t, const int dot) {
         t->tile = fa_score_tile(&t->sc, t->i0 / t->plan->block_m, j0 / bn);
         if (t->tile == FA_TILE_HIDDEN) continue; /* the mask hides the whole tile */
         const int64_t most = plan_strips(t, j0, j1);
-        qk(t, j0, most, dot);
-        softmax_strips(t, j0, dot);
-        pv(t, j0, dot);
+        qk(t, j0, most, route);
+        softmax_strips(t, j0, route);
+        pv(t, j0, route);
         for (int s = 0; s < t->strips; s++) t->started[s] |= t->cols[s] > 0;
     }
     if (dot) t->kern->gemm_bf16_done();
@@ -267,15 +303,22 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.total.l = (double *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_SUM, 0);
     t.total.m = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_TOTAL_MAX, 0);
     t.total.ld = pb->head_dim_v_pad;
+    t.q8 = (uint8_t *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_Q8, 0);
+    t.qs = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_QSCALE, 0);
+    t.qa = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_QADD, 0);
+    t.k8 = fa_i8_keys_of(plan, group);
+    t.chunk = fa_pack_chunk(kern);
     /* fast, then once more on the careful table if a NaN or Inf showed up
      * (driver/careful.h) */
     fa_kernels careful;
     for (int pass = 0;; pass++) {
         memset(started, 0, (size_t)t.strips);
-        if (plan->bf16_dot)
-            block(&t, 1);
+        if (pb->int8_qk)
+            block(&t, ROUTE_I8);
+        else if (plan->bf16_dot)
+            block(&t, ROUTE_BF16);
         else
-            block(&t, 0);
+            block(&t, ROUTE_F32);
         if (pass || fa_softmax_rows_finite(t.acc, pb->head_dim_v_pad, pb->head_dim_v, t.mx, t.ls, t.m))
             break;
         careful = fa_careful_kernels(kern);

@@ -209,6 +209,27 @@ typedef struct fa_kernels {
                       const uint32_t *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
                       float alpha);
 
+    /* The 8-bit score tile of params.precision FLASHATTN_PRECISION_INT8_QK
+     * (SageAttention's Q K^T on VNNI; driver/int8_qk.h quantises):
+     *
+     *      C[i][j] = fmaf((float)dot(i, j) * bscale[j], ascale[i], add[i])
+     *      dot(i, j) = sum over t < 4 k4 of (A[i][t] - 128) * B[t][j]
+     *
+     *   A: m rows of 4 k4 bytes, row stride lda bytes, each byte q + 128
+     *      for a q in [-127, 127] (so never 0: u8 for VNNI's VPDPBUSD);
+     *   B: k4 rows of n groups of 4 int8 in [-127, 127], group (p, j) =
+     *      B[4p .. 4p + 3][j] at b + 4 (p ldb + j): an nr-key panel has
+     *      ldb = nr; bsum[j] = sum over t of B[t][j] (the packer's, so
+     *      that VNNI can take A as given and subtract 128 bsum[j]);
+     *   m <= MR, n <= NR and a multiple of FA_COL_ALIGN, k4 >= 0 and
+     *      4 k4 <= 4 FLASHATTN_MAX_HEAD_DIM (the int32 sums cannot wrap).
+     * The integer sum is exact, its conversion to float rounds to nearest
+     * even, and each product is rounded as written, so every table gives
+     * the same bits (tests/test_kernels.c checks). C is overwritten. */
+    void (*gemm_i8)(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                    const float *add, float *c, int64_t ldc);
+
     /* Ends a run of gemm_bf16 calls on the calling thread: a gemm_bf16 may
      * keep state from one call to the next (AMX: the tile configuration,
      * loaded once for a run of calls of one shape instead of once a call),

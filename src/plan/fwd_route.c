@@ -17,6 +17,7 @@ int fa_fwd_route_decode(const fa_problem *pb, const flashattn_params *p, const f
     *status = FLASHATTN_OK;
     if (p->block_m > 0 || p->block_n > 0 || !fa_fwd_few_rows(pb->seq_q, pb->seq_k, pb->group)) return 0;
     if (fa_dropout_on(&pb->dropout)) return 0; /* decode's driver has no dropout */
+    if (pb->int8_qk) return 0; /* nor the 8-bit Q K^T */
     memset(dp, 0, sizeof *dp);
     dp->base = *pb; /* every sequence has seq_k keys, none appended */
 

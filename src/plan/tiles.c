@@ -174,9 +174,19 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
                      pb->k->dtype == FLASHATTN_BF16 && pb->v->dtype == FLASHATTN_BF16;
     /* The dot route's pairs take no more room than f32 (head_dim rounded
      * up to even, halved), so only P's bf16 copy is added. */
+    const int i8 = pb->int8_qk;
+    if (i8) plan->bf16_dot = 0;
+    const size_t k4 = (d + 3) / 4, keys = kpanels * (size_t)kern->nr;
+    const size_t chunks = ((size_t)pb->seq_k + (size_t)fa_pack_chunk(kern) - 1) / (size_t)fa_pack_chunk(kern);
+    size_t k8 = 0;
+    if (i8 && !fa_mul_size(keys, 4 * k4, &k8)) return fa_fail(FLASHATTN_ERR_OVERFLOW, "packed K size overflows");
     fa_layout_init(&plan->group, "fwd group");
-    fa_layout_array(&plan->group, FA_FWD_GROUP_K, "k panels", 1, kf);
+    fa_layout_array(&plan->group, FA_FWD_GROUP_K, "k panels", 1, i8 ? 0 : kf);
     fa_layout_array(&plan->group, FA_FWD_GROUP_V, "v panels", 1, vf);
+    fa_layout_array(&plan->group, FA_FWD_GROUP_K8, "k int8 panels", 1, k8);
+    fa_layout_array(&plan->group, FA_FWD_GROUP_KSUM, "k int8 sums", i8 ? keys : 0, sizeof(int32_t));
+    fa_layout_array(&plan->group, FA_FWD_GROUP_KSCALE, "k scales", i8 ? keys : 0, f);
+    fa_layout_array(&plan->group, FA_FWD_GROUP_KMEAN, "k chunk means", i8 ? chunks : 0, d * f);
     fa_layout_init(&plan->thread, "fwd thread");
     fa_layout_array(&plan->thread, FA_FWD_THREAD_Q, "q", 1, bm * d * f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_S, "s", 1, bm * bn * f);
@@ -188,6 +198,10 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_ACC, "total acc", 1, long_rows * dp * sizeof(double));
     fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_SUM, "total row sum", 1, long_rows * sizeof(double));
     fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_MAX, "total row max", 1, long_rows * f);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_Q8, "q int8", i8 ? bm : 0, 4 * k4);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_QSCALE, "q scales", i8 ? bm : 0, f);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_QADD, "q mean terms", i8 ? bm : 0, f);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_I8TMP, "k packing", i8 ? 1 : 0, d * (sizeof(double) + f));
     if (plan->group.overflow || plan->thread.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
 

@@ -55,7 +55,17 @@ typedef struct {
 /* A group's area: K as [ceil(seq_k / nr)][head_dim][nr] floats (the K
  * panels, fa_pack_k), V as column panels of [seq_k][w] floats (fa_pack_v);
  * on the bf16 dot-product route their pairs, in the same room. */
-enum { FA_FWD_GROUP_K, FA_FWD_GROUP_V };
+/* Keys per forward packing work item, and per smoothing chunk of the
+ * 8-bit Q K^T (driver/int8_qk.h): the two agree, so an item packs its
+ * chunk's mean with its keys, with no pass before. */
+static inline int64_t fa_pack_chunk(const fa_kernels *kern) {
+    return (512 + kern->nr - 1) / kern->nr * kern->nr;
+}
+
+enum { FA_FWD_GROUP_K, FA_FWD_GROUP_V,
+       /* the 8-bit Q K^T's keys (driver/int8_qk.h; then K's f32 room is
+        * empty), empty otherwise */
+       FA_FWD_GROUP_K8, FA_FWD_GROUP_KSUM, FA_FWD_GROUP_KSCALE, FA_FWD_GROUP_KMEAN };
 /* A thread's tiles: Q [block_m][head_dim] (or its bf16 rows), S/P
  * [block_m][block_n], acc [block_m][head_dim_pad], the running max and sum
  * [block_m], and on the dot route P as bf16 [block_m][block_n]. */
@@ -63,7 +73,10 @@ enum { FA_FWD_THREAD_Q, FA_FWD_THREAD_S, FA_FWD_THREAD_ACC, FA_FWD_THREAD_MAX,
        FA_FWD_THREAD_SUM, FA_FWD_THREAD_P16,
        /* the double totals of rows longer than FA_SUM_CHUNK keys
         * (driver/softmax.h); empty when seq_k is not */
-       FA_FWD_THREAD_TOTAL_ACC, FA_FWD_THREAD_TOTAL_SUM, FA_FWD_THREAD_TOTAL_MAX };
+       FA_FWD_THREAD_TOTAL_ACC, FA_FWD_THREAD_TOTAL_SUM, FA_FWD_THREAD_TOTAL_MAX,
+       /* the 8-bit Q K^T's rows of Q (gemm_i8's A), their scales and mean
+        * terms, and the packing's room (driver/int8_qk.h); empty otherwise */
+       FA_FWD_THREAD_Q8, FA_FWD_THREAD_QSCALE, FA_FWD_THREAD_QADD, FA_FWD_THREAD_I8TMP };
 
 /* Fill plan from the problem and the user's (already range-checked) params.
  * Returns BAD_TILE for user tiles the kernels cannot run, OVERFLOW when the

@@ -35,4 +35,18 @@ void fa_dropout_cols_avx2(float *z, int64_t ld, int64_t n, int64_t m, const uint
 /* Whether the CPU runs this table (cpu_avx2.c, built without AVX2 flags). */
 int fa_cpu_avx2(void);
 
+/* gemm_i8 on AVX-VNNI where the CPU has it, else on VPMADDUBSW; both
+ * callable (tests/test_kernels.c runs each; _vnni only where the CPU has it). */
+void fa_gemm_i8_avx2(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                     const float *add, float *c, int64_t ldc);
+void fa_gemm_i8_avx2_vnni(int m, int n, int64_t k4, const uint8_t *a, int64_t lda,
+                          const int8_t *b, int64_t ldb, const int32_t *bsum, const float *bscale,
+                          const float *ascale, const float *add, float *c, int64_t ldc);
+void fa_gemm_i8_avx2_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t lda,
+                          const int8_t *b, int64_t ldb, const int32_t *bsum, const float *bscale,
+                          const float *ascale, const float *add, float *c, int64_t ldc);
+/* Whether the CPU has AVX-VNNI (CPUID.7.1:EAX bit 4) besides the table. */
+int fa_cpu_avx_vnni(void);
+
 #endif

@@ -18,3 +18,8 @@ int fa_cpu_avx2(void) {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (lo & 6u) == 6u;
 }
+
+int fa_cpu_avx_vnni(void) {
+    unsigned a, b, c, d;
+    return fa_cpu_avx2() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}

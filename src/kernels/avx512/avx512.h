@@ -11,7 +11,8 @@
     .exp2_sum = fa_exp2_sum_avx512, .scale = fa_scale_avx512, .load = fa_load_avx512,              \
     .store = fa_store_avx512, .store_stream = fa_store_stream_avx512,                              \
     .store_fence = fa_store_fence_avx512, .gemm_nt = fa_gemm_nt_avx512,                            \
-    .gemm_rows = fa_gemm_rows_avx512, .transpose = fa_transpose_avx512
+    .gemm_rows = fa_gemm_rows_avx512, .transpose = fa_transpose_avx512,                     \
+    .gemm_i8 = fa_gemm_i8_avx512
 
 /* GEMM register tile; gemm_avx512.c explains the choice. */
 #define FA_AVX512_MR 12
@@ -33,6 +34,23 @@ void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, con
 void fa_gemm_rows_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
                          flashattn_dtype bt, int64_t ldb, float *c, int64_t ldc, int accumulate,
                          int64_t pf);
+
+/* gemm_i8 on AVX512_VNNI where the CPU has it, else on VPMADDUBSW; both
+ * callable (tests/test_kernels.c runs each; _vnni only where the CPU has it). */
+void fa_gemm_i8_avx512(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                       int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                       const float *add, float *c, int64_t ldc);
+void fa_gemm_i8_avx512_vnni(int m, int n, int64_t k4, const uint8_t *a, int64_t lda,
+                            const int8_t *b, int64_t ldb, const int32_t *bsum,
+                            const float *bscale, const float *ascale, const float *add, float *c,
+                            int64_t ldc);
+void fa_gemm_i8_avx512_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t lda,
+                            const int8_t *b, int64_t ldb, const int32_t *bsum,
+                            const float *bscale, const float *ascale, const float *add, float *c,
+                            int64_t ldc);
+
+/* Whether the CPU has AVX512_VNNI (CPUID.7.0:ECX bit 11) besides the table. */
+int fa_cpu_avx512_vnni(void);
 
 /* Whether the CPU runs this table (cpu_avx512.c, built without AVX-512 flags). */
 int fa_cpu_avx512(void);

@@ -21,3 +21,8 @@ int fa_cpu_avx512(void) {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (lo & 0xe6u) == 0xe6u;
 }
+
+int fa_cpu_avx512_vnni(void) {
+    unsigned a, b, c, d;
+    return fa_cpu_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+}

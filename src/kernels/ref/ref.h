@@ -30,6 +30,9 @@ void fa_gemm_rows_ref(int m, int n, int64_t k, const float *a, int64_t lda, cons
                       int64_t pf);
 void fa_gemm_bf16_ref(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b,
                       int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha);
+void fa_gemm_i8_ref(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                    const float *add, float *c, int64_t ldc);
 /* gemm, gemm_nt, gemm_rows and gemm_bf16 with every term that has a zero
  * factor left out (gemm_skip_ref.c): the non-finite rerun's products, for
  * any m and n. */

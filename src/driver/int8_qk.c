@@ -1,0 +1,49 @@
+/* The 8-bit Q K^T's packing and quantisation (driver/int8_qk.h). */
+#include "driver/int8_qk.h"
+
+#include <string.h>
+
+#include "core/quant.h"
+
+void fa_pack_k_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
+                  int64_t j0, int64_t j1, const fa_i8_keys *dst, void *tmp) {
+    const int64_t d = pb->head_dim, k4 = fa_i8_k4(pb), nr = kern->nr;
+    double *sum = (double *)tmp;
+    float *x = (float *)(sum + d);
+    float *mean = dst->mean + j0 / fa_pack_chunk(kern) * d;
+    int64_t count = 0;
+    memset(sum, 0, (size_t)d * sizeof(double));
+    for (int64_t j = j0; j < j1; j++) {
+        kern->load(x, fa_row_ptr(pb->k, seq->kb, seq->k0 + j, hk), pb->k->dtype, d, 1.0f);
+        fa_i8_mean_add(sum, &count, x, d);
+    }
+    fa_i8_mean_get(mean, sum, count, d);
+    /* the last panel's keys past seq_k, and every panel's bytes past
+     * head_dim, are zero: clear the chunk's panels whole first */
+    const int64_t p0 = j0 / nr, p1 = (j1 + nr - 1) / nr;
+    memset(dst->panels + p0 * nr * k4 * 4, 0, (size_t)((p1 - p0) * nr * k4 * 4));
+    for (int64_t j = j1; j < p1 * nr; j++) dst->sum[j] = 0, dst->scale[j] = 0.0f;
+    int8_t row[4 * FLASHATTN_MAX_HEAD_DIM];
+    for (int64_t j = j0; j < j1; j++) {
+        const void *krow = fa_row_ptr(pb->k, seq->kb, seq->k0 + j, hk);
+        fa_prefetch_rows_ahead(pb->k, krow, FA_ROW_AHEAD);
+        kern->load(x, krow, pb->k->dtype, d, 1.0f);
+        for (int64_t t = 0; t < d; t++) x[t] -= mean[t];
+        fa_i8_row(x, d, row, &dst->scale[j]);
+        int8_t *panel = dst->panels + (j / nr) * nr * k4 * 4 + (j % nr) * 4;
+        int32_t s = 0;
+        for (int64_t t = 0; t < d; t++) {
+            panel[(t / 4) * nr * 4 + t % 4] = row[t];
+            s += row[t];
+        }
+        dst->sum[j] = s;
+    }
+}
+
+void fa_i8_q_row(const fa_problem *pb, const float *x, uint8_t *a, float *scale) {
+    const int64_t d = pb->head_dim, k4 = fa_i8_k4(pb);
+    int8_t q[4 * FLASHATTN_MAX_HEAD_DIM];
+    fa_i8_row(x, d, q, scale);
+    for (int64_t t = 0; t < d; t++) a[t] = (uint8_t)(q[t] + 128);
+    for (int64_t t = d; t < 4 * k4; t++) a[t] = 128;
+}
