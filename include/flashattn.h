@@ -194,7 +194,8 @@ typedef struct flashattn_params {
  * where the CPU has them, else on 16-bit integer multiply-adds), and the
  * softmax and P V in f32 as usual:
  *   - each query row q (scaled by the softmax scale) becomes
- *     sq * q8, sq = max|q| / 127, q8 = round(q / sq) in [-127, 127];
+ *     sq * q8, sq = max|q| / 127, q8 = round(q * (127 / max|q|)) in
+ *     [-127, 127];
  *   - keys are smoothed: each chunk of keys (512, rounded up to the
  *     kernel's panel width, from each sequence's first key) has the mean
  *     of its finite rows, m, taken off, and each key row's rest k - m

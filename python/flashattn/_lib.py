@@ -69,6 +69,7 @@ class Params(ctypes.Structure):
         ("dropout_p", ctypes.c_float),
         ("dropout_seed", ctypes.c_uint64),
         ("dropout_offset", ctypes.c_uint64),
+        ("precision", ctypes.c_int),        # flashattn_precision
     ]
 
 
@@ -486,6 +487,23 @@ def with_dropout(params, dropout_p, seed, offset=0):
         return params
     p = Params.from_buffer_copy(params)
     p.dropout_p, p.dropout_seed, p.dropout_offset = rate, seed, offset
+    p.keep = (params, getattr(params, "keep", None))
+    return p
+
+
+PRECISIONS = {"exact": 0, "int8": 1}  # flashattn_precision's values
+
+
+def with_precision(params, precision):
+    """A copy of params computing Q K^T at `precision` ("exact", the
+    default, or "int8": the header's "Precision"), or params itself for
+    "exact"."""
+    if precision not in PRECISIONS:
+        raise ValueError("precision is %r: must be one of %s" % (precision, ", ".join(map(repr, PRECISIONS))))
+    if PRECISIONS[precision] == 0:
+        return params
+    p = Params.from_buffer_copy(params)
+    p.precision = PRECISIONS[precision]
     p.keep = (params, getattr(params, "keep", None))
     return p
 

@@ -266,7 +266,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, causal: bool = False,
               out: Optional[ArrayLike] = None, block_m: int = 0, block_n: int = 0,
               softcap: float = 0.0, alibi_slopes: Optional[ArrayLike] = None,
               sinks: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
-              mask: Optional[ArrayLike] = None) -> Result:
+              mask: Optional[ArrayLike] = None, precision: str = "exact") -> Result:
     """Exact attention softmax(softmax_scale * q k^T + mask) v, FlashAttention-2's way.
 
     q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k, nheads_k,
@@ -299,6 +299,12 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, causal: bool = False,
     stride 0 (no copies, unless their strides are negative or their dtype
     must change: a float64 bias is converted to float32).
 
+    precision="int8" computes q k^T on 8-bit integers (SageAttention's
+    scheme: per-row scales, K smoothed by its mean; VNNI where the CPU has
+    it) and the rest in float32, for inference: not exact (the header's
+    "Precision", docs/precision.md for its error); attention_backward takes
+    only "exact".
+
     Returns out with q's dtype and shape (batch, seqlen_q, nheads, headdim),
     and with return_lse also the float32 log-sum-exp of each row,
     (batch, nheads, seqlen_q): -inf where a row sees no key (its out is 0;
@@ -309,6 +315,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, causal: bool = False,
     params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
                          align=_align(align), num_threads=num_threads,
                          block_m=block_m, block_n=block_n)
+    params = _lib.with_precision(params, precision)
     params = _modifiers(params, q.shape[0], q.shape[2], (q.shape[0], q.shape[2], q.shape[1],
                                                          k.shape[1]),
                         softcap, alibi_slopes, sinks, bias, mask)

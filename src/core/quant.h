@@ -103,11 +103,19 @@ static inline void fa_quant_row(void *row, flashattn_dtype dt, const float *x, i
  * (flashattn.h "Precision"), one definition for the forward's packing and
  * the tests' reference. */
 
-static inline int fa_row_finite(const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        if (!(fabsf(x[i]) <= 3.4028234663852886e38f)) return 0;
-    return 1;
+/* The bits of the largest |x[i]| (0 for n = 0): at or above 0x7f800000
+ * when x holds a NaN or an infinity. An integer maximum, which compilers
+ * vectorise where a float one with NaNs in the way they do not. */
+static inline uint32_t fa_amax_bits(const float *x, int64_t n) {
+    uint32_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t u = fa_f32_bits(x[i]) & 0x7fffffffu;
+        m = u > m ? u : m;
+    }
+    return m;
 }
+
+static inline int fa_row_finite(const float *x, int64_t n) { return fa_amax_bits(x, n) < 0x7f800000u; }
 
 /* A chunk's smoothing mean, row by row in key order: fa_i8_mean_add for
  * each key row (sum: n doubles, from 0; rows holding a NaN or an infinity
@@ -122,20 +130,47 @@ static inline void fa_i8_mean_get(float *mean, const double *sum, int64_t count,
     for (int64_t i = 0; i < n; i++) mean[i] = count ? (float)(sum[i] / (double)count) : 0.0f;
 }
 
-/* x[0..n) as *scale * q[0..n): the per-token int8 rule above (scale
- * max|x| / 127; 0 for a zero row; NaN, with q = 0, for a non-finite one). */
+/* x[0..n) as *scale * q[0..n) (params.precision's rule, flashattn.h):
+ * scale = amax / 127 and q[i] = round(x[i] * (127 / amax)), amax =
+ * max |x[i]|, rounded to nearest even and clamped to [-127, 127]; a zero
+ * row gets scale 0, a row holding a NaN or an infinity scale NaN, both
+ * with q = 0. (A product by one reciprocal rather than a division per
+ * element: this rule is the precision option's own, not the cache's.) */
 static inline void fa_i8_row(const float *x, int64_t n, int8_t *q, float *scale) {
-    const float s = fa_quant_token_scale(x, n, FLASHATTN_INT8);
-    for (int64_t i = 0; i < n; i++) fa_quant_put(q, FLASHATTN_INT8, i, x[i], s);
-    *scale = s;
+    const uint32_t mb = fa_amax_bits(x, n);
+    if (mb == 0 || mb >= 0x7f800000u) {
+        for (int64_t i = 0; i < n; i++) q[i] = 0;
+        *scale = mb ? NAN : 0.0f;
+        return;
+    }
+    const float amax = fa_bits_f32(mb), inv = 127.0f / amax;
+    *scale = amax / 127.0f;
+    if (!(inv <= 3.4028234663852886e38f)) { /* amax below 127 / FLT_MAX: x / amax first */
+        for (int64_t i = 0; i < n; i++) q[i] = fa_f32_to_int8(fa_rne_int(x[i] / amax * 127.0f));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float y = x[i] * inv;
+        y = y > 127.0f ? 127.0f : y;
+        y = y < -127.0f ? -127.0f : y;
+        /* |y| <= 127: adding 1.5 * 2^23 rounds to an integer, nearest even */
+        q[i] = (int8_t)(int32_t)((y + 12582912.0f) - 12582912.0f);
+    }
 }
 
-/* sum of a[i] * b[i] in f32, in index order, each product and sum rounded
- * (the library builds with -ffp-contract=off): q . m. */
+/* sum of a[i] * b[i] in f32 in a fixed order: eight partial sums, of
+ * the indices i = r mod 8 in increasing order, each product and sum
+ * rounded (the library builds with -ffp-contract=off), then added
+ * pairwise: (0+4 + 2+6) + (1+5 + 3+7). Eight chains, not one: q . m runs
+ * once a row and chunk, as long as a serial chain would otherwise take. */
 static inline float fa_dot_f32(const float *a, const float *b, int64_t n) {
-    float t = 0.0f;
-    for (int64_t i = 0; i < n; i++) t += a[i] * b[i];
-    return t;
+    float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int r = 0; r < 8; r++) t[r] += a[i + r] * b[i + r];
+    for (int r = 0; i < n; i++, r++) t[r] += a[i] * b[i];
+    for (int r = 0; r < 4; r++) t[r] += t[r + 4];
+    return (t[0] + t[2]) + (t[1] + t[3]);
 }
 
 #endif /* FA_CORE_QUANT_H */

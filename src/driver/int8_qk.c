@@ -9,12 +9,15 @@ void fa_pack_k_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *se
                   int64_t j0, int64_t j1, const fa_i8_keys *dst, void *tmp) {
     const int64_t d = pb->head_dim, k4 = fa_i8_k4(pb), nr = kern->nr;
     double *sum = (double *)tmp;
-    float *x = (float *)(sum + d);
+    float *rows = (float *)(sum + d); /* the chunk's rows, read once */
     float *mean = dst->mean + j0 / fa_pack_chunk(kern) * d;
     int64_t count = 0;
     memset(sum, 0, (size_t)d * sizeof(double));
     for (int64_t j = j0; j < j1; j++) {
-        kern->load(x, fa_row_ptr(pb->k, seq->kb, seq->k0 + j, hk), pb->k->dtype, d, 1.0f);
+        const void *krow = fa_row_ptr(pb->k, seq->kb, seq->k0 + j, hk);
+        fa_prefetch_rows_ahead(pb->k, krow, FA_ROW_AHEAD);
+        float *x = rows + (j - j0) * d;
+        kern->load(x, krow, pb->k->dtype, d, 1.0f);
         fa_i8_mean_add(sum, &count, x, d);
     }
     fa_i8_mean_get(mean, sum, count, d);
@@ -25,17 +28,14 @@ void fa_pack_k_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *se
     for (int64_t j = j1; j < p1 * nr; j++) dst->sum[j] = 0, dst->scale[j] = 0.0f;
     int8_t row[4 * FLASHATTN_MAX_HEAD_DIM];
     for (int64_t j = j0; j < j1; j++) {
-        const void *krow = fa_row_ptr(pb->k, seq->kb, seq->k0 + j, hk);
-        fa_prefetch_rows_ahead(pb->k, krow, FA_ROW_AHEAD);
-        kern->load(x, krow, pb->k->dtype, d, 1.0f);
+        float *x = rows + (j - j0) * d;
         for (int64_t t = 0; t < d; t++) x[t] -= mean[t];
         fa_i8_row(x, d, row, &dst->scale[j]);
+        for (int64_t t = d; t < 4 * k4; t++) row[t] = 0;
         int8_t *panel = dst->panels + (j / nr) * nr * k4 * 4 + (j % nr) * 4;
+        for (int64_t g = 0; g < k4; g++) memcpy(panel + g * nr * 4, row + 4 * g, 4);
         int32_t s = 0;
-        for (int64_t t = 0; t < d; t++) {
-            panel[(t / 4) * nr * 4 + t % 4] = row[t];
-            s += row[t];
-        }
+        for (int64_t t = 0; t < d; t++) s += row[t];
         dst->sum[j] = s;
     }
 }

@@ -38,7 +38,7 @@ static inline int64_t fa_i8_k4(const fa_problem *pb) { return (pb->head_dim + 3)
 
 /* Keys [j0, j1) of one chunk (j0 a multiple of fa_pack_chunk, j1 its end
  * or seq->seq_k): the chunk's mean, then its rows. tmp holds head_dim
- * floats after head_dim doubles (8-byte aligned). */
+ * doubles, then fa_pack_chunk * head_dim floats (8-byte aligned). */
 void fa_pack_k_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                   int64_t j0, int64_t j1, const fa_i8_keys *dst, void *tmp);
 

@@ -80,6 +80,8 @@ int bench_varlen_cmd(int argc, char **argv);
 /* `bench --modifiers`: softcap, ALiBi, bias and boolean masks against the
  * calls they should be measured by; its own options and table. */
 int bench_modifiers_cmd(int argc, char **argv);
+/* `bench --precision int8`: the 8-bit Q K^T forward against the exact one. */
+int bench_precision_cmd(int argc, char **argv);
 /* `bench --ring` (bench_ring.c, with MPI; else a message and exit 2):
  * ring attention across mpirun's ranks against one process. */
 int bench_ring_cmd(int argc, char **argv);

@@ -69,7 +69,8 @@ static void usage(FILE *f) {
                 i ? "" : ", the default");
     fprintf(f, ", --decode (KV-cache decode against read bandwidth: see bench --decode --help)");
     fprintf(f, ", --varlen (packed sequences of mixed lengths against padded and per-sequence\n"
-               "calls, forward or --bwd: see bench --varlen --help), --modifiers (softcap, ALiBi,\n"
+               "calls, forward or --bwd: see bench --varlen --help), --precision int8 (the 8-bit\n"
+               "Q K^T against the exact forward: see bench --precision --help), --modifiers (softcap, ALiBi,\n"
                "bias and boolean masks against the calls they should cost like), --ring (under\n"
                "mpirun: ring attention across the ranks against one process; builds with MPI only)");
     fprintf(f,
@@ -357,6 +358,7 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(argv[i], "--decode")) return bench_decode_cmd(argc, argv);
         else if (!strcmp(argv[i], "--varlen")) return bench_varlen_cmd(argc, argv);
         else if (!strcmp(argv[i], "--modifiers")) return bench_modifiers_cmd(argc, argv);
+        else if (!strcmp(argv[i], "--precision")) return bench_precision_cmd(argc, argv);
         else if (!strcmp(argv[i], "--dropout")) return bench_dropout_cmd(argc, argv);
         else if (!strcmp(argv[i], "--ring")) return bench_ring_cmd(argc, argv);
     bench_opts o;

@@ -1,0 +1,45 @@
+"""flashattn.attention(..., precision="int8"): the 8-bit Q K^T from NumPy.
+
+Its result against the exact attention in float64 (cosine similarity, as
+docs/precision.md reports it), the same bits on 1 and 2 threads, and bad values
+rejected."""
+import numpy as np
+import pytest
+
+import flashattn
+
+
+def _ref(q, k, v, scale):
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    s -= s.max(-1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("bhqk,bkhd->bqhd", p, v)
+
+
+@pytest.mark.parametrize("shape", [(1, 128, 2, 64), (2, 70, 3, 40)])
+def test_int8_close_to_exact(shape):
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    o = flashattn.attention(q, k, v, precision="int8")
+    ref = _ref(q, k, v, 1.0 / np.sqrt(shape[3]))
+    cos = float((o * ref).sum() / np.sqrt((o.astype(np.float64) ** 2).sum() * (ref ** 2).sum()))
+    assert cos >= 0.9999, cos
+    exact = flashattn.attention(q, k, v)
+    assert not np.array_equal(o, exact)  # it is not the exact path
+    assert np.abs(exact - ref).max() < 1e-5
+
+
+def test_int8_threads_same_bits():
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((1, 300, 4, 64)).astype(np.float32) for _ in range(3))
+    a = flashattn.attention(q, k, v, causal=True, precision="int8", num_threads=1)
+    b = flashattn.attention(q, k, v, causal=True, precision="int8", num_threads=2)
+    assert np.array_equal(a, b)
+
+
+def test_bad_precision():
+    q = np.zeros((1, 4, 1, 8), np.float32)
+    with pytest.raises(ValueError):
+        flashattn.attention(q, q, q, precision="int4")
