@@ -154,6 +154,7 @@ typedef enum flashattn_align {
 typedef enum flashattn_precision {
     FLASHATTN_PRECISION_EXACT = 0,
     FLASHATTN_PRECISION_INT8_QK = 1,
+    FLASHATTN_PRECISION_INT8_QK_BF16_PV = 2,
 } flashattn_precision;
 
 typedef struct flashattn_params {
@@ -204,6 +205,12 @@ typedef struct flashattn_params {
  *     back exactly and S, the LSE and every score modifier are those of
  *     the rounded Q and K (not only the softmax, which is blind to the
  *     shift).
+ * FLASHATTN_PRECISION_INT8_QK_BF16_PV also rounds P (after the softmax
+ * statistics, as the bf16 dot-product route does) and V to bf16, round to
+ * nearest even, and sums P V's products in f32: on AMX (TDPBF16PS) or
+ * AVX512_BF16 dot products where the kernel table has them (bf16 inputs
+ * run there anyway), elsewhere on f32 multiply-adds of the rounded values
+ * (no faster than INT8_QK there).
  * Rounding is to nearest even; a Q or K row holding a NaN or an infinity
  * gets scale NaN and makes its scores NaN (the NaN rule above, per row),
  * and is left out of its chunk's mean. The error this adds is reported in

@@ -193,6 +193,10 @@ static void free_inputs(inputs *in) {
     free(in->bias_mem), free(in->mask_mem);
 }
 
+/* The option under test: INT8_QK, then INT8_QK_BF16_PV. */
+static flashattn_precision g_precision = FLASHATTN_PRECISION_INT8_QK;
+static int g_bf16_differs; /* whether a BF16_PV case came out other than INT8_QK */
+
 static flashattn_params params_of(const icase *c, inputs *in) {
     flashattn_params p = flashattn_params_default();
     p.scale = 0.125f;
@@ -207,7 +211,7 @@ static flashattn_params params_of(const icase *c, inputs *in) {
     if (c->varlen) p.varlen = &in->vl;
     p.block_m = c->block_m;
     p.dropout_p = c->dropout, p.dropout_seed = 7;
-    p.precision = FLASHATTN_PRECISION_INT8_QK;
+    p.precision = g_precision;
     return p;
 }
 
@@ -256,7 +260,11 @@ static void check_case(const icase *c, const fa_kernels *kern, uint64_t seed) {
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < in.rows_k; j++)
             for (int64_t h = 0; h < c->hkv; h++)
-                for (int64_t t = 0; t < d; t++) put(&vf, b, j, h, t, (float)fa_tensor_get(&in.v.t, b, j, h, t));
+                for (int64_t t = 0; t < d; t++) {
+                    float x = (float)fa_tensor_get(&in.v.t, b, j, h, t);
+                    if (g_precision == FLASHATTN_PRECISION_INT8_QK_BF16_PV) x = fa_bf16_to_f32(fa_f32_to_bf16(x));
+                    put(&vf, b, j, h, t, x);
+                }
     if (!c->varlen) {
         TT_CHECK(fa_reference_fwd_f64(&qh.t, &kh.t, &vf.t, &pr, ref, rlse) == FLASHATTN_OK, "reference: %s",
                  flashattn_last_error());
@@ -276,7 +284,20 @@ static void check_case(const icase *c, const fa_kernels *kern, uint64_t seed) {
             free(zl);
         }
     }
-    const double bound = tt_fwd_bound(c->dt, &qh.t, &kh.t, &vf.t, &pr, ref, n);
+    double bound = tt_fwd_bound(c->dt, &qh.t, &kh.t, &vf.t, &pr, ref, n);
+    if (g_precision == FLASHATTN_PRECISION_INT8_QK_BF16_PV) {
+        /* P rounded to bf16 moves each weight by at most 2^-9 of itself, so
+         * O by at most 2^-9 max |V| (V's own rounding is in the reference) */
+        double vmax = 0.0;
+        for (size_t x = 0; x < vf.bytes / sizeof(float); x++) vmax = fmax(vmax, fabs(((float *)vf.mem)[x]));
+        bound += ldexp(vmax, -9);
+        tt_tensor o1 = tt_alloc(c->dt, B, in.rows_q, c->hq, d, 1, 0);
+        flashattn_params p1 = p;
+        p1.precision = FLASHATTN_PRECISION_INT8_QK;
+        if (run(c, &in, kern, p1, &o1, NULL) == FLASHATTN_OK && memcmp(o.mem, o1.mem, o.bytes) != 0)
+            g_bf16_differs = 1;
+        tt_free(&o1);
+    }
     const double err = tt_max_abs_err(&o, ref);
     double lerr = 0.0;
     for (size_t x = 0; x < nlse; x++)
@@ -322,6 +343,15 @@ static void reference_cases(void) {
     };
     for (int x = 0; x < n; x++)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) check_case(&cases[c], isas[x], 100 + c);
+    /* P and V in bf16: on the tables with bf16 dot products too (amx, and
+     * AVX512_BF16 / AMX emulated), where P V runs on gemm_bf16 */
+    const fa_kernels *dots[16];
+    const int nd = tt_isas_dot(dots, 16);
+    g_precision = FLASHATTN_PRECISION_INT8_QK_BF16_PV;
+    for (int x = 0; x < nd; x++)
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) check_case(&cases[c], dots[x], 100 + c);
+    g_precision = FLASHATTN_PRECISION_INT8_QK;
+    TT_CHECK(g_bf16_differs, "INT8_QK_BF16_PV gave INT8_QK's bits in every case: P and V were not rounded");
 }
 
 /* Against the exact attention: cosine and max |err| / max |O| per input

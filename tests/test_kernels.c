@@ -31,6 +31,9 @@
 #ifdef FA_HAVE_AVX512
 #include "kernels/avx512/avx512.h"
 #endif
+#if defined(FA_HAVE_AMX) || defined(FA_TEST_BF16_EMULATED)
+#include "kernels/amx/amx.h"
+#endif
 #include "testutil.h"
 
 /* Random float of either sign over a wide range of magnitudes, with some
@@ -739,6 +742,26 @@ static void test_gemm_i8(const fa_kernels *kn, uint64_t *rng) {
             test_gemm_i8_fn(kn->isa, "gemm_i8 (AVX-VNNI)", fa_gemm_i8_avx2_vnni, kn->mr, kn->nr, rng);
         else
             printf("avx2: no AVX-VNNI on this CPU: its gemm_i8 way untested\n");
+    }
+#endif
+#if defined(FA_HAVE_AVX512) && defined(FA_TEST_BF16_EMULATED)
+    if (strcmp(kn->isa, "avx512") == 0) { /* AMX-INT8's tile, on emulated tile instructions */
+        test_gemm_i8_fn("amx", "gemm_i8 (TDPBUSD emulated)", fa_gemm_i8_amx_emulated, kn->mr, kn->nr, rng);
+        gemm_i8_case("amx", "gemm_i8 (TDPBUSD emulated, longest)", fa_gemm_i8_amx_emulated, kn->mr, kn->nr,
+                     kn->nr, FLASHATTN_MAX_HEAD_DIM, 1, rng);
+        fa_gemm_bf16_amx_emulated_done();
+    }
+#endif
+#ifdef FA_HAVE_AMX
+    if (strcmp(kn->isa, "avx512") == 0) {
+        if (fa_kernels_by_name("amx") && fa_cpu_amx_int8()) {
+            test_gemm_i8_fn("amx", "gemm_i8 (TDPBUSD)", fa_gemm_i8_amx_tiles, kn->mr, kn->nr, rng);
+            gemm_i8_case("amx", "gemm_i8 (TDPBUSD, longest)", fa_gemm_i8_amx_tiles, kn->mr, kn->nr, kn->nr,
+                         FLASHATTN_MAX_HEAD_DIM, 1, rng);
+            fa_gemm_bf16_amx_done();
+        } else {
+            printf("amx: no AMX-INT8 on this CPU (or OS): its gemm_i8 tile untested here but emulated\n");
+        }
     }
 #endif
     /* the largest sums: k4 at the head-size limit, every code at its end */

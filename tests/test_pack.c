@@ -39,7 +39,7 @@ static void pack(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_
         const fa_seq seq = fa_seq_of(pb, b);
         if (pairs) {
             fa_pack_k_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)kdst);
-            fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vdst);
+            fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vdst, NULL);
         } else {
             fa_pack_k(pb, kern, &seq, hk, j0, j1, kdst);
             fa_pack_v(pb, kern, &seq, hk, j0, j1, vdst, tmp);

@@ -81,6 +81,7 @@ static int same_but_bf16(const fa_kernels *a, const fa_kernels *b) {
     x.bf16_dot = y.bf16_dot = 0;
     x.gemm_bf16 = y.gemm_bf16 = NULL;
     x.gemm_bf16_done = y.gemm_bf16_done = NULL;
+    x.gemm_i8 = y.gemm_i8 = NULL; /* the amx table's AMX-INT8 one: test_kernels and test_int8_qk run it */
     return memcmp(&x, &y, sizeof x) == 0;
 }
 
@@ -176,6 +177,7 @@ int tt_isas_dot(const fa_kernels *out[], int max) {
         amx_dot.gemm_bf16 = fa_gemm_bf16_amx_emulated;
         amx_dot.bf16_dot = 1;
         amx_dot.gemm_bf16_done = fa_gemm_bf16_amx_emulated_done;
+        amx_dot.gemm_i8 = fa_gemm_i8_amx_emulated;
         out[k++] = &amx_dot;
     }
 #else

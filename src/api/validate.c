@@ -254,7 +254,8 @@ flashattn_status fa_read_params(const flashattn_params *user, flashattn_params *
     if (!(out->dropout_p >= 0.0f && out->dropout_p < 1.0f))
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dropout_p is %g: must be in [0, 1)",
                        (double)out->dropout_p);
-    if (out->precision != FLASHATTN_PRECISION_EXACT && out->precision != FLASHATTN_PRECISION_INT8_QK)
+    if (out->precision != FLASHATTN_PRECISION_EXACT && out->precision != FLASHATTN_PRECISION_INT8_QK &&
+        out->precision != FLASHATTN_PRECISION_INT8_QK_BF16_PV)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.precision is %d: not a flashattn_precision value",
                        (int)out->precision);
     return FLASHATTN_OK;
@@ -784,7 +785,8 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     if (pb->right - pb->seq_k > pb->seq_q) pb->right = -1;
     if (p->causal && (pb->right < 0 || pb->right > 0)) pb->right = 0;
     if ((s = check_dropout(p, pb))) return s;
-    pb->int8_qk = p->precision == FLASHATTN_PRECISION_INT8_QK;
+    pb->int8_qk = p->precision != FLASHATTN_PRECISION_EXACT;
+    pb->bf16_pv = p->precision == FLASHATTN_PRECISION_INT8_QK_BF16_PV;
     return check_score_arrays(p, pb, -1);
 }
 

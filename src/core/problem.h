@@ -60,7 +60,8 @@ typedef struct fa_problem {
     const float *sinks;
     const flashattn_scores *bias, *mask; /* validated; NULL: off */
     fa_dropout dropout;                  /* scale 0: off */
-    int int8_qk; /* params.precision FLASHATTN_PRECISION_INT8_QK (driver/int8_qk.h) */
+    /* params.precision: Q K^T on 8 bits (driver/int8_qk.h); and P, V rounded to bf16 */
+    int int8_qk, bf16_pv;
 } fa_problem;
 
 /* One sequence: its lengths, where its rows lie, which keys each query sees. */

@@ -98,11 +98,16 @@ void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels 
                     const fa_i8_keys keys = fa_i8_keys_of(plan, area);
                     fa_pack_k_i8(pb, kern, &seq, hk, j0, j1, &keys,
                                  fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
-                    fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,
-                              (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0));
+                    if (plan->i8_pv_dot)
+                        fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp,
+                                        fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
+                    else
+                        fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,
+                                  (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0));
+                    if (pb->bf16_pv && !plan->i8_pv_dot) fa_round_v_bf16(pb, kern, &seq, j0, j1, (float *)vp);
                 } else if (plan->bf16_dot) {
                     fa_pack_k_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)kp);
-                    fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp);
+                    fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp, NULL);
                 } else {
                     fa_pack_k(pb, kern, &seq, hk, j0, j1, (float *)kp);
                     fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,

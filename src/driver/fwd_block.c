@@ -80,8 +80,14 @@ typedef struct {
 } fwd_qblock;
 
 /* The routes: f32 GEMMs; bf16 dot products (plan->bf16_dot); Q K^T on
- * 8-bit integers (pb->int8_qk), the rest in f32. */
-enum { ROUTE_F32, ROUTE_BF16, ROUTE_I8 };
+ * 8-bit integers (pb->int8_qk), the rest in f32 (P and V rounded to bf16
+ * values under pb->bf16_pv); Q K^T on 8 bits and P V on gemm_bf16
+ * (plan->i8_pv_dot). */
+enum { ROUTE_F32, ROUTE_BF16, ROUTE_I8, ROUTE_I8_DOT };
+
+/* Whether a route's Q K^T is on 8 bits, and whether its P V is on gemm_bf16. */
+#define ROUTE_QK8(route) ((route) == ROUTE_I8 || (route) == ROUTE_I8_DOT)
+#define ROUTE_PV16(route) ((route) == ROUTE_BF16 || (route) == ROUTE_I8_DOT)
 
 FA_INLINE int strip_rows(const fwd_qblock *t, int s) {
     const int r0 = s * t->kern->mr;
@@ -100,7 +106,7 @@ FA_INLINE void load_q(fwd_qblock *t, const int route) {
             if (d & 1) t->q16[r * 2 * dh + d] = 0;
         } else {
             t->kern->load(t->q + r * d, qrow, pb->q->dtype, d, pb->scale_log2);
-            if (route == ROUTE_I8) fa_i8_q_row(pb, t->q + r * d, t->q8 + r * 4 * fa_i8_k4(pb), &t->qs[r]);
+            if (ROUTE_QK8(route)) fa_i8_q_row(pb, t->q + r * d, t->q8 + r * 4 * fa_i8_k4(pb), &t->qs[r]);
         }
         t->mx[r] = -INFINITY;
         t->ls[r] = 0.0f;
@@ -149,13 +155,13 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int route) {
         const float *panel = t->kp + (j0 + c) / nr * nr * d;
         const uint32_t *pairs = (const uint32_t *)t->kp + (j0 + c) / nr * nr * dh;
         const int8_t *panel8 = t->k8.panels + (j0 + c) / nr * nr * k4 * 4;
-        if (route == ROUTE_I8 && (j0 + c) / t->chunk != t->chunk_at) mean_terms(t, (j0 + c) / t->chunk);
+        if (ROUTE_QK8(route) && (j0 + c) / t->chunk != t->chunk_at) mean_terms(t, (j0 + c) / t->chunk);
         for (int s = 0; s < t->strips; s++) {
             const int r0 = s * mr, mm = strip_rows(t, s);
             const int64_t nc16 = (int64_t)fa_round_up((size_t)t->cols[s], FA_COL_ALIGN);
             if (c >= nc16) continue;
             const int n = (int)(nc16 - c < nr ? nc16 - c : nr);
-            if (route == ROUTE_I8)
+            if (ROUTE_QK8(route))
                 kern->gemm_i8(mm, n, k4, t->q8 + r0 * 4 * k4, 4 * k4, panel8, nr, t->k8.sum + j0 + c,
                               t->k8.scale + j0 + c, t->qs + r0, t->qa + r0, t->s + r0 * bn + c, bn);
             else if (dot)
@@ -170,7 +176,7 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int route) {
 /* Per strip: the score stage on its rows, their maxima, then the online
  * softmax step of each row (driver/softmax.h). */
 FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int route) {
-    const int dot = route == ROUTE_BF16;
+    const int dot = ROUTE_PV16(route);
     const fa_kernels *kern = t->kern;
     const int64_t bn = t->bn, dp = t->pb->head_dim_v_pad;
     for (int s = 0; s < t->strips; s++) {
@@ -191,6 +197,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int route) {
             if (fa_dropout_on(&t->pb->dropout))
                 kern->dropout_row(t->s + r * bn, ncols, t->drop_key, (uint32_t)(t->i0 + r),
                                   t->pb->dropout.offset, j0, t->pb->dropout.threshold, t->pb->dropout.scale);
+            if (route == ROUTE_I8 && t->pb->bf16_pv) fa_round_bf16(kern, t->s + r * bn, ncols);
             if (dot) {
                 /* an odd count (the last keys) gets a zero partner */
                 kern->store(t->p16 + r * bn, FLASHATTN_BF16, t->s + r * bn, ncols, 1.0f);
@@ -202,7 +209,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int route) {
 
 /* acc (+)= P V, each strip over its own columns. */
 FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int route) {
-    const int dot = route == ROUTE_BF16;
+    const int dot = ROUTE_PV16(route);
     const fa_kernels *kern = t->kern;
     const int64_t dp = t->pb->head_dim_v_pad, bn = t->bn;
     /* the packed V's rows: the sequence's (fa_pack_v) */
@@ -250,7 +257,7 @@ static void unfold_rows(fwd_qblock *t) {
 }
 
 FA_INLINE void block(fwd_qblock *t, const int route) {
-    const int dot = route == ROUTE_BF16;
+    const int dot = ROUTE_PV16(route);
     const fa_mask *mask = &t->seq->mask;
     const int64_t bn = t->bn, seq_k = t->seq->seq_k;
     load_q(t, route);
@@ -271,7 +278,7 @@ FA_INLINE void block(fwd_qblock *t, const int route) {
         pv(t, j0, route);
         for (int s = 0; s < t->strips; s++) t->started[s] |= t->cols[s] > 0;
     }
-    if (dot) t->kern->gemm_bf16_done();
+    if (dot || ROUTE_QK8(route)) t->kern->gemm_bf16_done();
     if (long_rows) unfold_rows(t);
 }
 
@@ -313,7 +320,9 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     fa_kernels careful;
     for (int pass = 0;; pass++) {
         memset(started, 0, (size_t)t.strips);
-        if (pb->int8_qk)
+        if (plan->i8_pv_dot)
+            block(&t, ROUTE_I8_DOT);
+        else if (pb->int8_qk)
             block(&t, ROUTE_I8);
         else if (plan->bf16_dot)
             block(&t, ROUTE_BF16);

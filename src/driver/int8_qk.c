@@ -47,3 +47,12 @@ void fa_i8_q_row(const fa_problem *pb, const float *x, uint8_t *a, float *scale)
     for (int64_t t = 0; t < d; t++) a[t] = (uint8_t)(q[t] + 128);
     for (int64_t t = d; t < 4 * k4; t++) a[t] = 128;
 }
+
+void fa_round_v_bf16(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t j0,
+                     int64_t j1, float *dst) {
+    const int64_t dp = pb->head_dim_v_pad, rows = seq->seq_k, nr = kern->nr;
+    for (int64_t c = 0; c < dp; c += nr) {
+        const int64_t w = dp - c < nr ? dp - c : nr;
+        fa_round_bf16(kern, dst + c * rows + j0 * w, (j1 - j0) * w);
+    }
+}

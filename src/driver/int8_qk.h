@@ -42,6 +42,22 @@ static inline int64_t fa_i8_k4(const fa_problem *pb) { return (pb->head_dim + 3)
 void fa_pack_k_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                   int64_t j0, int64_t j1, const fa_i8_keys *dst, void *tmp);
 
+/* x[0..n) rounded to bf16 values in place (nearest even, by the table's
+ * exact store and load): P and V of pb->bf16_pv on a table without
+ * bf16 dot products. */
+static inline void fa_round_bf16(const fa_kernels *kern, float *x, int64_t n) {
+    uint16_t b[64];
+    for (int64_t i = 0; i < n; i += 64) {
+        const int64_t m = n - i < 64 ? n - i : 64;
+        kern->store(b, FLASHATTN_BF16, x + i, m, 1.0f);
+        kern->load(x + i, b, FLASHATTN_BF16, m, 1.0f);
+    }
+}
+
+/* Rows [j0, j1) of V packed by fa_pack_v, rounded to bf16 values. */
+void fa_round_v_bf16(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t j0,
+                     int64_t j1, float *dst);
+
 /* Query row x (head_dim floats, already scaled) as gemm_i8's A row (4 k4
  * bytes, q + 128, 128 past head_dim) and its scale. */
 void fa_i8_q_row(const fa_problem *pb, const float *x, uint8_t *a, float *scale);

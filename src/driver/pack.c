@@ -48,23 +48,37 @@ void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq 
     }
 }
 
-void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
-                     int64_t j0, int64_t j1, uint32_t *dst) {
+/* Keys (j, j + 1) of V as pairs into every column panel (fa_pack_v_pairs). */
+static void pair_rows(const fa_problem *pb, const fa_kernels *kern, int64_t kh, int64_t j,
+                      const uint16_t *r0, const uint16_t *r1, uint32_t keep, uint32_t *dst) {
     const int64_t d = pb->head_dim_v, dp = pb->head_dim_v_pad, nr = kern->nr;
-    const int64_t kh = (seq->seq_k + 1) / 2;
+    for (int64_t c = 0; c < dp; c += nr) {
+        const int64_t w = dp - c < nr ? dp - c : nr, in = d - c < w ? (d > c ? d - c : 0) : w;
+        uint32_t *out = dst + c * kh + (j / 2) * w;
+        for (int64_t x = 0; x < in; x++) out[x] = r0[c + x] | (r1[c + x] & keep) << 16;
+        for (int64_t x = in; x < w; x++) out[x] = 0;
+    }
+}
+
+void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
+                     int64_t j0, int64_t j1, uint32_t *dst, void *tmp) {
+    const int64_t d = pb->head_dim_v, kh = (seq->seq_k + 1) / 2;
+    const int round = pb->v->dtype != FLASHATTN_BF16;
+    float *wide = (float *)tmp;
+    uint16_t *b0 = round ? (uint16_t *)(wide + d) : NULL, *b1 = round ? b0 + d : NULL;
     for (int64_t j = j0; j < j1; j += 2) {
         /* the key past an odd seq_k reads row j again, masked to zero */
         const int last = j + 1 >= seq->seq_k;
-        const uint16_t *r0 = (const uint16_t *)fa_row_ptr(pb->v, seq->kb, seq->k0 + j, hk);
-        const uint16_t *r1 =
-            last ? r0 : (const uint16_t *)fa_row_ptr(pb->v, seq->kb, seq->k0 + j + 1, hk);
-        const uint32_t keep = last ? 0u : 0xffffu;
-        fa_prefetch_rows_ahead(pb->v, r0, FA_ROW_AHEAD);
-        for (int64_t c = 0; c < dp; c += nr) {
-            const int64_t w = dp - c < nr ? dp - c : nr, in = d - c < w ? (d > c ? d - c : 0) : w;
-            uint32_t *out = dst + c * kh + (j / 2) * w;
-            for (int64_t x = 0; x < in; x++) out[x] = r0[c + x] | (r1[c + x] & keep) << 16;
-            for (int64_t x = in; x < w; x++) out[x] = 0;
+        const void *v0 = fa_row_ptr(pb->v, seq->kb, seq->k0 + j, hk);
+        const void *v1 = last ? v0 : fa_row_ptr(pb->v, seq->kb, seq->k0 + j + 1, hk);
+        fa_prefetch_rows_ahead(pb->v, v0, FA_ROW_AHEAD);
+        if (round) { /* rounded to bf16 (nearest even) from the exact widening */
+            kern->load(wide, v0, pb->v->dtype, d, 1.0f);
+            kern->store(b0, FLASHATTN_BF16, wide, d, 1.0f);
+            kern->load(wide, v1, pb->v->dtype, d, 1.0f);
+            kern->store(b1, FLASHATTN_BF16, wide, d, 1.0f);
+            v0 = b0, v1 = b1;
         }
+        pair_rows(pb, kern, kh, j, (const uint16_t *)v0, (const uint16_t *)v1, last ? 0u : 0xffffu, dst);
     }
 }

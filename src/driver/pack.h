@@ -44,8 +44,11 @@ void fa_pack_k_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq 
 /* Rows [j0, j1) of V (j0 even) as pairs of keys: with kh = ceil(seq->seq_k
  * / 2), column panel c (as in fa_pack_v, width w) is [kh][w] pairs at
  * dst + c * kh, pair (p, x) = (V[2p][c + x], V[2p + 1][c + x]); zero past
- * head_dim_v, and on top for the key seq->seq_k when it is odd. */
+ * head_dim_v, and on top for the key seq->seq_k when it is odd. A bf16 V's
+ * bits are copied; another dtype's are rounded to bf16 (nearest even),
+ * for the 8-bit route's bf16 P V, through tmp: head_dim_v floats, then
+ * 2 head_dim_v bf16 (NULL for a bf16 V). */
 void fa_pack_v_pairs(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
-                     int64_t j0, int64_t j1, uint32_t *dst);
+                     int64_t j0, int64_t j1, uint32_t *dst, void *tmp);
 
 #endif

@@ -21,7 +21,7 @@ FA_ISA(avx512, 1, "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c")
 /* VDPBF16PS ran at half the FP32 FMA rate wherever measured
  * (docs/performance.md), so widening bf16 beats this path: opt-in. */
 FA_ISA(avx512bf16, 0, "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c -mavx512bf16")
-FA_ISA(amx, 1, "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c -mamx-tile -mamx-bf16")
+FA_ISA(amx, 1, "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c -mamx-tile -mamx-bf16 -mamx-int8")
 /* AArch64: Advanced SIMD, in every AArch64 application core. */
 FA_ISA(neon, 1, "-march=armv8-a")
 /* SVE's GEMM tile and exp2 at the CPU's vector length, NEON elsewhere.

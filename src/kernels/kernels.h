@@ -225,12 +225,14 @@ typedef struct fa_kernels {
      *      4 k4 <= 4 FLASHATTN_MAX_HEAD_DIM (the int32 sums cannot wrap).
      * The integer sum is exact, its conversion to float rounds to nearest
      * even, and each product is rounded as written, so every table gives
-     * the same bits (tests/test_kernels.c checks). C is overwritten. */
+     * the same bits (tests/test_kernels.c checks). C is overwritten. A
+     * gemm_i8 may keep state between calls as gemm_bf16 does (AMX: the
+     * same tiles), which gemm_bf16_done ends. */
     void (*gemm_i8)(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                     const float *add, float *c, int64_t ldc);
 
-    /* Ends a run of gemm_bf16 calls on the calling thread: a gemm_bf16 may
+    /* Ends a run of gemm_bf16 (and gemm_i8) calls on the calling thread: a gemm_bf16 may
      * keep state from one call to the next (AMX: the tile configuration,
      * loaded once for a run of calls of one shape instead of once a call),
      * and this frees it, so that nothing is left behind for other code on

@@ -176,6 +176,7 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
      * up to even, halved), so only P's bf16 copy is added. */
     const int i8 = pb->int8_qk;
     if (i8) plan->bf16_dot = 0;
+    plan->i8_pv_dot = i8 && pb->bf16_pv && kern->bf16_dot;
     const size_t k4 = (d + 3) / 4, keys = kpanels * (size_t)kern->nr;
     const size_t chunks = ((size_t)pb->seq_k + (size_t)fa_pack_chunk(kern) - 1) / (size_t)fa_pack_chunk(kern);
     size_t k8 = 0;
@@ -193,7 +194,7 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     fa_layout_array(&plan->thread, FA_FWD_THREAD_ACC, "acc", 1, bm * dp * f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_MAX, "row max", 1, bm * f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_SUM, "row sum", 1, bm * f);
-    fa_layout_array(&plan->thread, FA_FWD_THREAD_P16, "p bf16", 1, plan->bf16_dot ? bm * bn * 2 : 0);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_P16, "p bf16", 1, plan->bf16_dot || plan->i8_pv_dot ? bm * bn * 2 : 0);
     const size_t long_rows = pb->seq_k > FA_SUM_CHUNK ? bm : 0;
     fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_ACC, "total acc", 1, long_rows * dp * sizeof(double));
     fa_layout_array(&plan->thread, FA_FWD_THREAD_TOTAL_SUM, "total row sum", 1, long_rows * sizeof(double));
@@ -202,7 +203,7 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     fa_layout_array(&plan->thread, FA_FWD_THREAD_QSCALE, "q scales", i8 ? bm : 0, f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_QADD, "q mean terms", i8 ? bm : 0, f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_I8TMP, "k packing", i8 ? 1 : 0,
-                    d * (sizeof(double) + (size_t)fa_pack_chunk(kern) * f));
+                    d * (sizeof(double) + (size_t)fa_pack_chunk(kern) * f) + dp * 2 * f);
     if (plan->group.overflow || plan->thread.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
 

@@ -30,6 +30,9 @@ typedef struct fa_fwd_plan {
      * within the f32 sizes below), Q is used as given, and P is rounded to
      * bf16 for P V, as FlashAttention-2 does on GPUs. */
     int bf16_dot;
+    /* the 8-bit route's P V on gemm_bf16 (pb->bf16_pv on a table with
+     * bf16_dot): V packed as rounded bf16 pairs, P as bf16 */
+    int i8_pv_dot;
     /* A varlen batch without a boolean mask, on the rule's tiles: each
      * sequence runs on the tiles the rule gives it alone (fa_seq_tiles),
      * as a dense call on it would, so its rows get that call's bits;

@@ -28,6 +28,22 @@ void fa_gemm_bf16_amx_emulated(int m, int n, int64_t kp, const uint16_t *a, int6
 void fa_gemm_bf16_amx_emulated_done(void);
 int fa_gemm_bf16_amx_emulated_loaded(void);
 
+/* gemm_i8 on AMX-INT8's TDPBUSD (gemm_bf16_amx.c; the tiles it leaves
+ * configured are gemm_bf16's, released by fa_gemm_bf16_amx_done), and the
+ * table's entry, which takes it where the CPU has AMX-INT8 and the AVX-512
+ * kernel elsewhere. */
+void fa_gemm_i8_amx_tiles(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                          int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                          const float *add, float *c, int64_t ldc);
+void fa_gemm_i8_amx(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                    const float *add, float *c, int64_t ldc);
+void fa_gemm_i8_amx_emulated(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                             int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                             const float *add, float *c, int64_t ldc);
+/* Whether the CPU has AMX-INT8 (CPUID.7.0:EDX bit 25) besides the table. */
+int fa_cpu_amx_int8(void);
+
 /* Whether the CPU (and OS) run this table (cpu_amx.c, built without AMX flags). */
 int fa_cpu_amx(void);
 

@@ -37,3 +37,8 @@ int fa_cpu_amx(void) {
     pthread_once(&amx_once, probe_amx);
     return amx_ready;
 }
+
+int fa_cpu_amx_int8(void) {
+    unsigned a, b, c, d;
+    return fa_cpu_amx() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 25));
+}

@@ -30,7 +30,9 @@
  * bound. Without accumulation the scale alpha is applied once, after the
  * sum, as on the other tiles.
  *
- * Built twice: for the library with -mamx-tile -mamx-bf16, and for the
+ * gemm_i8 (below) runs on the same tiles with TDPBUSD.
+ *
+ * Built twice: for the library with -mamx-tile -mamx-bf16 -mamx-int8, and for the
  * tests with FA_AMX_EMULATE, where the tile instructions are C functions
  * on eight emulated tiles following the contract's order, so that the
  * configuration, strides, remainders and epilogue are tested bit for bit
@@ -95,6 +97,19 @@ static void emu_dp(int c, int a, int b) {
         }
 }
 
+/* TDPBUSD: u8 A against int8 B, exact int32 sums (gemm_i8's tile). */
+static void emu_dpbusd(int c, int a, int b) {
+    for (int m = 0; m < emu[c].rows; m++)
+        for (int n = 0; n < emu[c].colsb / 4; n++) {
+            int32_t t;
+            memcpy(&t, &emu[c].data[m][4 * n], 4);
+            for (int k = 0; k < emu[a].colsb / 4; k++)
+                for (int x = 0; x < 4; x++)
+                    t += (int32_t)emu[a].data[m][4 * k + x] * (int32_t)(int8_t)emu[b].data[k][4 * n + x];
+            memcpy(&emu[c].data[m][4 * n], &t, 4);
+        }
+}
+
 /* Release returns the tiles to their initial state, configuration
  * included: a call that wrongly skipped configuring would then load
  * nothing and fail the tests. */
@@ -109,6 +124,8 @@ static void emu_release(void) {
 #define TILE_LOAD(t, base, stride) emu_load(t, base, stride)
 #define TILE_STORE(t, base, stride) emu_store(t, base, stride)
 #define TILE_DP(c, a, b) emu_dp(c, a, b)
+#define TILE_DPBUSD(c, a, b) emu_dpbusd(c, a, b)
+#define FA_GEMM_I8_AMX fa_gemm_i8_amx_emulated
 #else
 #define FA_GEMM_BF16_AMX fa_gemm_bf16_amx
 #define FA_GEMM_BF16_AMX_DONE fa_gemm_bf16_amx_done
@@ -118,6 +135,8 @@ static void emu_release(void) {
 #define TILE_LOAD(t, base, stride) _tile_loadd(t, base, stride)
 #define TILE_STORE(t, base, stride) _tile_stored(t, base, stride)
 #define TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#define TILE_DPBUSD(c, a, b) _tile_dpbusd(c, a, b)
+#define FA_GEMM_I8_AMX fa_gemm_i8_amx_tiles
 #endif
 
 /* The (m, kp % 16) whose configuration this thread has loaded, as
@@ -136,6 +155,24 @@ void FA_GEMM_BF16_AMX_DONE(void) {
 int fa_gemm_bf16_amx_emulated_loaded(void) { return loaded >= 0; }
 #endif
 
+/* The tiles for m rows and a last chunk of `rest` 4-byte groups (pairs
+ * of bf16 or quads of int8: the same shapes), loaded only when they
+ * change: gemm_bf16 and gemm_i8 share them. */
+static void configure(int m, int rest) {
+    if (m * 16 + rest == loaded) return;
+    fa_tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t <= 2; t++) cfg.rows[t] = (uint8_t)m, cfg.colsb[t] = 64; /* C0, C1, A */
+    cfg.rows[3] = cfg.rows[4] = 16, cfg.colsb[3] = cfg.colsb[4] = 64;
+    if (rest) {
+        cfg.rows[5] = (uint8_t)m, cfg.colsb[5] = (uint16_t)(4 * rest);
+        cfg.rows[6] = cfg.rows[7] = (uint8_t)rest, cfg.colsb[6] = cfg.colsb[7] = 64;
+    }
+    TILE_CONFIG(&cfg);
+    loaded = m * 16 + rest;
+}
+
 void FA_GEMM_BF16_AMX(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, const uint32_t *b,
                       int64_t ldb, float *c, int64_t ldc, int accumulate, float alpha) {
     FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && n >= 0 && n <= FA_AVX512_NR &&
@@ -145,19 +182,7 @@ void FA_GEMM_BF16_AMX(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, 
     const int64_t full = kp / 16, rest = kp % 16;
     const int64_t sa = lda * 2, sb = ldb * 4, sc = ldc * 4;
 
-    if (m * 16 + (int)rest != loaded) {
-        fa_tile_config cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.palette = 1;
-        for (int t = 0; t <= 2; t++) cfg.rows[t] = (uint8_t)m, cfg.colsb[t] = 64; /* C0, C1, A */
-        cfg.rows[3] = cfg.rows[4] = 16, cfg.colsb[3] = cfg.colsb[4] = 64;
-        if (rest) {
-            cfg.rows[5] = (uint8_t)m, cfg.colsb[5] = (uint16_t)(4 * rest);
-            cfg.rows[6] = cfg.rows[7] = (uint8_t)rest, cfg.colsb[6] = cfg.colsb[7] = 64;
-        }
-        TILE_CONFIG(&cfg);
-        loaded = m * 16 + (int)rest;
-    }
+    configure(m, (int)rest);
 
     if (accumulate) {
         TILE_LOAD(0, c, sc);
@@ -191,6 +216,50 @@ void FA_GEMM_BF16_AMX(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, 
             float *row = c + i * ldc;
             _mm512_storeu_ps(row, _mm512_mul_ps(al, _mm512_loadu_ps(row)));
             if (two) _mm512_storeu_ps(row + 16, _mm512_mul_ps(al, _mm512_loadu_ps(row + 16)));
+        }
+    }
+}
+
+/* gemm_i8 (kernels.h) on AMX-INT8's TDPBUSD: the same tiles as above, A's
+ * u8 rows (16 quads a chunk) against B's int8 panel rows, exact int32
+ * sums stored to a buffer, then the AVX-512 epilogue: 128 bsum off, the
+ * conversion and the scales, each rounded once, so the portable kernel's
+ * bits. One TDPBUSD does m x 16 x 64 multiply-adds. */
+void FA_GEMM_I8_AMX(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                    const float *add, float *c, int64_t ldc) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && (n == 0 || n == 16 || n == 32) && k4 >= 0 &&
+                       k4 <= FLASHATTN_MAX_HEAD_DIM);
+    if (m <= 0 || (n != 16 && n != 32)) return;
+    const int two = n == 32;
+    const int64_t full = k4 / 16, rest = k4 % 16, sb = ldb * 4;
+    int32_t acc[FA_AVX512_MR][32];
+    configure(m, (int)rest);
+    TILE_ZERO(0);
+    if (two) TILE_ZERO(1);
+#define CHUNK(A, B0, B1, ch)                                                                      \
+    do {                                                                                          \
+        const int8_t *bp = b + (ch) * 16 * sb;                                                    \
+        TILE_LOAD(A, a + (ch) * 64, lda);                                                         \
+        TILE_LOAD(B0, bp, sb);                                                                    \
+        TILE_DPBUSD(0, A, B0);                                                                    \
+        if (two) {                                                                                \
+            TILE_LOAD(B1, bp + 64, sb);                                                           \
+            TILE_DPBUSD(1, A, B1);                                                                \
+        }                                                                                         \
+    } while (0)
+    for (int64_t ch = 0; ch < full; ch++) CHUNK(2, 3, 4, ch);
+    if (rest) CHUNK(5, 6, 7, full);
+#undef CHUNK
+    TILE_STORE(0, acc, sizeof acc[0]);
+    if (two) TILE_STORE(1, &acc[0][16], sizeof acc[0]);
+    for (int j = 0; j < n; j += 16) {
+        const __m512i off = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(bsum + j)), 7);
+        const __m512 bs = _mm512_loadu_ps(bscale + j);
+        for (int i = 0; i < m; i++) {
+            const __m512i dot = _mm512_sub_epi32(_mm512_loadu_si512((const void *)&acc[i][j]), off);
+            const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), bs);
+            _mm512_storeu_ps(c + i * ldc + j, _mm512_fmadd_ps(u, _mm512_set1_ps(ascale[i]), _mm512_set1_ps(add[i])));
         }
     }
 }

@@ -2,6 +2,8 @@
  * which bf16 inputs then run on. Dispatch hands it out only when
  * fa_cpu_amx() says the CPU has AMX-TILE and AMX-BF16, the OS saves tile
  * state (XCR0) and, on Linux, lets this process use it. */
+#include <stdatomic.h>
+
 #include "kernels/avx2/avx2.h"
 #include "kernels/ref/ref.h"
 #include "kernels/amx/amx.h"
@@ -18,4 +20,17 @@ const fa_kernels fa_kernels_amx = {
     .dropout_cols = fa_dropout_cols_avx2,
     .softcap_row = fa_softcap_row_avx2,
     .alibi_row = fa_alibi_row_avx2,
+    .gemm_i8 = fa_gemm_i8_amx,
 };
+
+void fa_gemm_i8_amx(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                    const float *add, float *c, int64_t ldc) {
+    static atomic_int int8; /* 0: not yet asked; CPUID once */
+    int has = atomic_load_explicit(&int8, memory_order_relaxed);
+    if (!has) atomic_store_explicit(&int8, has = fa_cpu_amx_int8() ? 1 : -1, memory_order_relaxed);
+    if (has > 0)
+        fa_gemm_i8_amx_tiles(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
+    else
+        fa_gemm_i8_avx512(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
+}

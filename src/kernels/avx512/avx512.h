@@ -11,8 +11,7 @@
     .exp2_sum = fa_exp2_sum_avx512, .scale = fa_scale_avx512, .load = fa_load_avx512,              \
     .store = fa_store_avx512, .store_stream = fa_store_stream_avx512,                              \
     .store_fence = fa_store_fence_avx512, .gemm_nt = fa_gemm_nt_avx512,                            \
-    .gemm_rows = fa_gemm_rows_avx512, .transpose = fa_transpose_avx512,                     \
-    .gemm_i8 = fa_gemm_i8_avx512
+    .gemm_rows = fa_gemm_rows_avx512, .transpose = fa_transpose_avx512
 
 /* GEMM register tile; gemm_avx512.c explains the choice. */
 #define FA_AVX512_MR 12
