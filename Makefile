@@ -106,7 +106,7 @@ test-tsan:
 # (tests/CMakeLists.txt: the arm_* tests; docs/arm.md). Without the tools
 # it is skipped, except in CI (CI or ARM_REQUIRED set), where .ci/run
 # installs them and a missing tool is a failure.
-ARM_TESTS = test_kernels test_gemm_nt test_gemm_bf16 test_quant_cache test_forward test_backward test_decode
+ARM_TESTS = test_kernels test_gemm_nt test_gemm_bf16 test_quant_cache test_int8_qk test_forward test_backward test_decode
 test-arm:
 	@if ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null; then \
 		if [ -n "$$CI$(ARM_REQUIRED)" ]; then \

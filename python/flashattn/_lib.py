@@ -491,13 +491,13 @@ def with_dropout(params, dropout_p, seed, offset=0):
     return p
 
 
-PRECISIONS = {"exact": 0, "int8": 1}  # flashattn_precision's values
+PRECISIONS = {"exact": 0, "int8": 1, "int8+bf16": 2}  # flashattn_precision's values
 
 
 def with_precision(params, precision):
     """A copy of params computing Q K^T at `precision` ("exact", the
-    default, or "int8": the header's "Precision"), or params itself for
-    "exact"."""
+    default; "int8": INT8_QK; "int8+bf16": INT8_QK_BF16_PV, the header's
+    "Precision"), or params itself for "exact"."""
     if precision not in PRECISIONS:
         raise ValueError("precision is %r: must be one of %s" % (precision, ", ".join(map(repr, PRECISIONS))))
     if PRECISIONS[precision] == 0:

@@ -249,11 +249,26 @@ def _varlen_mask(params, cu_q, cu_k, heads, max_q, max_k):
                                  [b - a for a, b in zip(ck, ck[1:])], heads, max_q, max_k)
 
 
+def _precision(params, precision, *inputs):
+    """params at `precision` (numpy_api.attention's values: "exact",
+    "int8", "int8+bf16"); the 8-bit ones are for inference: no gradient,
+    and not under torch.compile's tracing."""
+    if precision == "exact":
+        return params
+    if torch_ops.tracing():
+        raise NotImplementedError("flashattn: precision=%r under torch.compile / tracing: call it "
+                                  "eagerly" % (precision,))
+    if not _no_grad(*inputs):
+        raise ValueError("flashattn: precision=%r is for inference: it has no backward (use "
+                         "torch.no_grad() or detached inputs)" % (precision,))
+    return _lib.with_precision(params, precision)
+
+
 def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
                     softmax_scale: Optional[float] = None, causal: bool = False,
                     window_size: Window = (-1, -1), softcap: float = 0.0,
                     alibi_slopes: Optional[Tensor] = None, deterministic: bool = False,
-                    return_attn_probs: bool = False) -> Result:
+                    return_attn_probs: bool = False, precision: str = "exact") -> Result:
     """q: (batch, seqlen_q, nheads, headdim); k, v: (batch, seqlen_k,
     nheads_k, headdim) with nheads a multiple of nheads_k (MQA/GQA).
     causal aligns the mask bottom-right: query i sees keys
@@ -263,15 +278,18 @@ def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
     (nheads,) or (batch, nheads) float32 adds -slope * |i + seqlen_k -
     seqlen_q - j| to them (ALiBi; the slopes get no gradient, as in
     flash_attn). deterministic makes the backward pass bit-reproducible.
+    precision="int8" or "int8+bf16" (a flashattn extension, inference
+    only) computes q k^T on 8-bit integers, and with "int8+bf16" P V on
+    bfloat16: numpy_api.attention's option, docs/precision.md.
     Returns out (batch, seqlen_q, nheads, headdim), or with
     return_attn_probs (out, softmax_lse (batch, nheads, seqlen_q) float32, None).
     """
-    if torch_ops.tracing():
+    if torch_ops.tracing() and precision == "exact":
         return torch_ops.flash_attn(q, k, v, dropout_p, softmax_scale, causal, window_size,
                                     softcap, alibi_slopes, deterministic, return_attn_probs)
     params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
                        alibi_slopes, lambda: (q.shape[0], q.shape[2]))
-    params = _dropout(params, dropout_p)
+    params = _precision(_dropout(params, dropout_p), precision, q, k, v)
     if _no_grad(q, k, v):
         out, lse = _forward(readable(q, "q"), readable(k, "k"), readable(v, "v"), params,
                             want_lse=True)  # (see _SAME_BITS)

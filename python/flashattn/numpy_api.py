@@ -300,10 +300,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, causal: bool = False,
     must change: a float64 bias is converted to float32).
 
     precision="int8" computes q k^T on 8-bit integers (SageAttention's
-    scheme: per-row scales, K smoothed by its mean; VNNI where the CPU has
-    it) and the rest in float32, for inference: not exact (the header's
-    "Precision", docs/precision.md for its error); attention_backward takes
-    only "exact".
+    scheme: per-row scales, K smoothed by its mean; AMX-INT8 or VNNI where
+    the CPU has them) and the rest in float32; "int8+bf16" also rounds P
+    and V to bfloat16 for P V (on AMX, about 2.5-3x the exact call at
+    seqlen 4096-8192). For inference: not exact (the header's "Precision",
+    docs/precision.md for the error); attention_backward takes only "exact".
 
     Returns out with q's dtype and shape (batch, seqlen_q, nheads, headdim),
     and with return_lse also the float32 log-sum-exp of each row,

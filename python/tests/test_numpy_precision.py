@@ -31,6 +31,17 @@ def test_int8_close_to_exact(shape):
     assert np.abs(exact - ref).max() < 1e-5
 
 
+def test_int8_bf16_close_to_exact():
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((1, 200, 2, 64)).astype(np.float32) for _ in range(3))
+    o = flashattn.attention(q, k, v, causal=True, precision="int8+bf16")
+    o8 = flashattn.attention(q, k, v, causal=True, precision="int8")
+    ref = flashattn.attention(q, k, v, causal=True)
+    cos = float((o * ref).sum() / np.sqrt((o.astype(np.float64) ** 2).sum() * (ref.astype(np.float64) ** 2).sum()))
+    assert cos >= 0.9999, cos
+    assert not np.array_equal(o, o8)  # P and V were rounded
+
+
 def test_int8_threads_same_bits():
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((1, 300, 4, 64)).astype(np.float32) for _ in range(3))
