@@ -302,14 +302,14 @@ def flash_attn_qkvpacked_func(qkv: Tensor, dropout_p: float = 0.0,
                               softmax_scale: Optional[float] = None, causal: bool = False,
                               window_size: Window = (-1, -1), softcap: float = 0.0,
                               alibi_slopes: Optional[Tensor] = None, deterministic: bool = False,
-                              return_attn_probs: bool = False) -> Result:
+                              return_attn_probs: bool = False, precision: str = "exact") -> Result:
     """qkv: (batch, seqlen, 3, nheads, headdim). Otherwise as flash_attn_func."""
-    if torch_ops.tracing():
+    if torch_ops.tracing() and precision == "exact":
         return torch_ops.flash_attn(*qkv.unbind(2), dropout_p, softmax_scale, causal, window_size,
                                     softcap, alibi_slopes, deterministic, return_attn_probs)
     params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
                        alibi_slopes, lambda: (qkv.shape[0], qkv.shape[3]))
-    params = _dropout(params, dropout_p)
+    params = _precision(_dropout(params, dropout_p), precision, qkv)
     if _no_grad(qkv):
         out, lse = _forward(*readable(qkv, "qkv", ndim=5).unbind(2), params,
                             want_lse=True)  # (see _SAME_BITS)
@@ -322,16 +322,16 @@ def flash_attn_kvpacked_func(q: Tensor, kv: Tensor, dropout_p: float = 0.0,
                              softmax_scale: Optional[float] = None, causal: bool = False,
                              window_size: Window = (-1, -1), softcap: float = 0.0,
                              alibi_slopes: Optional[Tensor] = None, deterministic: bool = False,
-                             return_attn_probs: bool = False) -> Result:
+                             return_attn_probs: bool = False, precision: str = "exact") -> Result:
     """q: (batch, seqlen_q, nheads, headdim); kv: (batch, seqlen_k, 2,
     nheads_k, headdim). Otherwise as flash_attn_func."""
-    if torch_ops.tracing():
+    if torch_ops.tracing() and precision == "exact":
         return torch_ops.flash_attn(q, *kv.unbind(2), dropout_p, softmax_scale, causal,
                                     window_size, softcap, alibi_slopes, deterministic,
                                     return_attn_probs)
     params = _modified(_params(softmax_scale, causal, window_size, deterministic), softcap,
                        alibi_slopes, lambda: (q.shape[0], q.shape[2]))
-    params = _dropout(params, dropout_p)
+    params = _precision(_dropout(params, dropout_p), precision, q, kv)
     if _no_grad(q, kv):
         out, lse = _forward(readable(q, "q"), *readable(kv, "kv", ndim=5).unbind(2), params,
                             want_lse=True)  # (see _SAME_BITS)

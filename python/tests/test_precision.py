@@ -28,6 +28,17 @@ def test_close_to_exact_and_numpy_bits(precision):
     assert np.array_equal(o.numpy(), n)
 
 
+def test_packed_forms():
+    from flashattn.flash_attn_interface import flash_attn_kvpacked_func, flash_attn_qkvpacked_func
+    g = torch.Generator().manual_seed(2)
+    qkv = torch.randn(1, 64, 3, 2, 32, generator=g)
+    with torch.no_grad():
+        a = flash_attn_qkvpacked_func(qkv, precision="int8")
+        b = flash_attn_kvpacked_func(qkv[:, :, 0], qkv[:, :, 1:], precision="int8")
+        c = flash_attn_func(*qkv.unbind(2), precision="int8")
+    assert torch.equal(a, c) and torch.equal(b, c)
+
+
 def test_no_gradient():
     q = torch.randn(1, 8, 1, 16, requires_grad=True)
     with pytest.raises(ValueError):

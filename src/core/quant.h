@@ -149,12 +149,14 @@ static inline void fa_i8_row(const float *x, int64_t n, int8_t *q, float *scale)
         for (int64_t i = 0; i < n; i++) q[i] = fa_f32_to_int8(fa_rne_int(x[i] / amax * 127.0f));
         return;
     }
+    /* |x[i]| <= amax, so |x[i] * inv| <= 127 to within a rounding: adding
+     * 1.5 * 2^23 rounds it to an integer, nearest even; the clamp is on
+     * integers, which vectorise where float comparisons with NaNs in the
+     * way do not */
     for (int64_t i = 0; i < n; i++) {
-        float y = x[i] * inv;
-        y = y > 127.0f ? 127.0f : y;
-        y = y < -127.0f ? -127.0f : y;
-        /* |y| <= 127: adding 1.5 * 2^23 rounds to an integer, nearest even */
-        q[i] = (int8_t)(int32_t)((y + 12582912.0f) - 12582912.0f);
+        int32_t r = (int32_t)((x[i] * inv + 12582912.0f) - 12582912.0f);
+        r = r > 127 ? 127 : r;
+        q[i] = (int8_t)(r < -127 ? -127 : r);
     }
 }
 
