@@ -31,6 +31,7 @@
 #define FA_KERNELS_H
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/dtype.h"
@@ -54,6 +55,15 @@ static inline void fa_store_stream_with(fa_store_fn plain, fa_store_fn body, int
     plain(dst, dt, src, head, mul);
     body(d, dt, src + head, chunks, mul);
     plain(d + chunks * es, dt, src + head + chunks, n - head - chunks, mul);
+}
+
+/* Whether the CPU has a feature a table entry may use beyond its table's
+ * (AVX512_VNNI, AVX-VNNI, AMX-INT8): probe() asked once, kept in *flag
+ * (0: not yet asked; a relaxed atomic, as every thread finds the same). */
+static inline int fa_cpu_once(atomic_int *flag, int (*probe)(void)) {
+    int has = atomic_load_explicit(flag, memory_order_relaxed);
+    if (!has) atomic_store_explicit(flag, has = probe() ? 1 : -1, memory_order_relaxed);
+    return has > 0;
 }
 
 /* Every kernel entry opens by asserting its contract (the shapes below) in

@@ -2,7 +2,6 @@
  * which bf16 inputs then run on. Dispatch hands it out only when
  * fa_cpu_amx() says the CPU has AMX-TILE and AMX-BF16, the OS saves tile
  * state (XCR0) and, on Linux, lets this process use it. */
-#include <stdatomic.h>
 
 #include "kernels/avx2/avx2.h"
 #include "kernels/ref/ref.h"
@@ -26,10 +25,8 @@ const fa_kernels fa_kernels_amx = {
 void fa_gemm_i8_amx(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                     const float *add, float *c, int64_t ldc) {
-    static atomic_int int8; /* 0: not yet asked; CPUID once */
-    int has = atomic_load_explicit(&int8, memory_order_relaxed);
-    if (!has) atomic_store_explicit(&int8, has = fa_cpu_amx_int8() ? 1 : -1, memory_order_relaxed);
-    if (has > 0)
+    static atomic_int int8;
+    if (fa_cpu_once(&int8, fa_cpu_amx_int8))
         fa_gemm_i8_amx_tiles(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
     else
         fa_gemm_i8_avx512(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);

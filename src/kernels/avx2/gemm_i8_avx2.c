@@ -8,7 +8,6 @@
  * exact integer sum, so the portable kernel's bits.
  */
 #include <immintrin.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/avx2/avx2.h"
@@ -124,10 +123,8 @@ void fa_gemm_i8_avx2_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t ld
 void fa_gemm_i8_avx2(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                      int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                      const float *add, float *c, int64_t ldc) {
-    static atomic_int vnni; /* 0: not yet asked; CPUID once */
-    int has = atomic_load_explicit(&vnni, memory_order_relaxed);
-    if (!has) atomic_store_explicit(&vnni, has = fa_cpu_avx_vnni() ? 1 : -1, memory_order_relaxed);
-    if (has > 0)
+    static atomic_int vnni;
+    if (fa_cpu_once(&vnni, fa_cpu_avx_vnni))
         fa_gemm_i8_avx2_vnni(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
     else
         fa_gemm_i8_avx2_madd(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);

@@ -9,7 +9,6 @@
  * as the portable kernel.
  */
 #include <immintrin.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/avx512/avx512.h"
@@ -154,11 +153,8 @@ void fa_gemm_i8_avx512_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t 
 void fa_gemm_i8_avx512(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                        int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                        const float *add, float *c, int64_t ldc) {
-    /* 0: not yet asked; CPUID once, then a relaxed load a call */
     static atomic_int vnni;
-    int has = atomic_load_explicit(&vnni, memory_order_relaxed);
-    if (!has) atomic_store_explicit(&vnni, has = fa_cpu_avx512_vnni() ? 1 : -1, memory_order_relaxed);
-    if (has > 0)
+    if (fa_cpu_once(&vnni, fa_cpu_avx512_vnni))
         fa_gemm_i8_avx512_vnni(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
     else
         fa_gemm_i8_avx512_madd(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
