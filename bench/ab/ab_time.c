@@ -125,13 +125,22 @@ static void bwd(int s_, int h, int d, int causal, int threads) {
     report(what, ta, tb, rr);
 }
 
-static void dec(int kv, int sq, int h, int hk, int d, int threads) {
-    flashattn_dtype cdt = FLASHATTN_F16;
+/* An int8 cache (cdt FLASHATTN_INT8) holds random bytes with per-token
+ * scales; otherwise f16. */
+static void dec(int kv, int sq, int h, int hk, int d, int threads, flashattn_dtype cdt) {
     void *q = rnd(FLASHATTN_F32, (size_t)sq * h * d), *o = malloc((size_t)sq * h * d * 4); float *lse = malloc((size_t)h * sq * 4);
-    void *kc = rnd(cdt, (size_t)kv * hk * d), *vc = rnd(cdt, (size_t)kv * hk * d);
+    const size_t nc = (size_t)kv * hk * d;
+    void *kc = cdt == FLASHATTN_INT8 ? rnd(FLASHATTN_F16, nc / 2 + 1) : rnd(cdt, nc);
+    void *vc = cdt == FLASHATTN_INT8 ? rnd(FLASHATTN_F16, nc / 2 + 1) : rnd(cdt, nc);
+    float *ks = malloc((size_t)kv * hk * 4), *vs = malloc((size_t)kv * hk * 4);
+    for (size_t i = 0; i < (size_t)kv * hk; i++) ks[i] = vs[i] = 1.0f / 127;
     int64_t lens[1] = {kv};
     flashattn_kv_cache c; memset(&c, 0, sizeof c); c.struct_size = sizeof c;
     c.k = bshd(kc, cdt, 1, kv, hk, d); c.v = bshd(vc, cdt, 1, kv, hk, d); c.seqlens_i64 = lens;
+    if (cdt == FLASHATTN_INT8) {
+        c.k_scale = bshd(ks, FLASHATTN_F32, 1, kv, hk, 1); c.v_scale = bshd(vs, FLASHATTN_F32, 1, kv, hk, 1);
+        c.k_scale_kind = c.v_scale_kind = FLASHATTN_SCALE_PER_TOKEN;
+    }
     flashattn_tensor Q = bshd(q, FLASHATTN_F32, 1, sq, h, d), O = bshd(o, FLASHATTN_F32, 1, sq, h, d);
     flashattn_params p = pdefault(); p.num_threads = threads; p.causal = 1;
     size_t wa, wb; A.decws(&Q, &c, NULL, NULL, &O, lse, &p, &wa); B.decws(&Q, &c, NULL, NULL, &O, lse, &p, &wb);
@@ -148,7 +157,8 @@ static void dec(int kv, int sq, int h, int hk, int d, int threads) {
             if (useA) ta[r] = t; else tb[r] = t;
         }
     char what[128];
-    snprintf(what, sizeof what, "decode f16 cache kv%d sq%d h%d/%d d%d t%d", kv, sq, h, hk, d, threads);
+    snprintf(what, sizeof what, "decode %s cache kv%d sq%d h%d/%d d%d t%d",
+             cdt == FLASHATTN_INT8 ? "int8" : "f16", kv, sq, h, hk, d, threads);
     report(what, ta, tb, rounds);
 }
 
@@ -188,9 +198,10 @@ int main(int argc, char **argv) {
             bwd(256, 8, 64, 0, t);
         }
         if (!strcmp(only, "all") || !strcmp(only, "dec")) {
-            dec(8192, 1, 32, 8, 128, t);
-            dec(32768, 1, 32, 8, 128, t);
-            dec(8192, 8, 32, 8, 128, t);
+            dec(8192, 1, 32, 8, 128, t, FLASHATTN_F16);
+            dec(32768, 1, 32, 8, 128, t, FLASHATTN_F16);
+            dec(8192, 8, 32, 8, 128, t, FLASHATTN_F16);
+            dec(32768, 1, 32, 8, 128, t, FLASHATTN_INT8);
         }
     }
     return 0;

@@ -5,6 +5,8 @@
  *       for mr rows of A and nv <= nr rows of B (b in bytes, ldb in
  *       elements), prefetching pf bytes past the B rows when pf != 0
  *   FA_NT_NR1 .. FA_NT_NR4   rows of B per tile for tiles of 1..4 rows of A
+ *   FA_NT_TAIL2 (optional)   tile(mr, 2, ...) exists for every mr: strips
+ *                            ending in 2 rows of B use it
  * and then define their entry point as one call to fa_gemm_nt_dispatch.
  */
 #ifndef FA_GEMM_NT_LOOP_H
@@ -18,9 +20,18 @@ static inline __attribute__((always_inline)) void across(const int mr, const int
                                                          const float *a, int64_t lda,
                                                          const char *b, int64_t ldb, float *c,
                                                          int64_t ldc, int64_t pf) {
-    for (int j = 0; j < nv; j += nr)
-        tile(mr, nr, bt, nv - j < nr ? nv - j : nr, k, a, lda,
-             b + j * ldb * fa_dtype_bytes(bt), ldb, c + j, ldc, pf);
+    for (int j = 0; j < nv; j += nr) {
+        const char *bj = b + j * ldb * fa_dtype_bytes(bt);
+#ifdef FA_NT_TAIL2
+        /* A tile of 3 over a strip of 8 ends in 2 rows: a tile of 2 runs
+         * them without a third, repeated row. */
+        if (nr > 2 && nv - j == 2) {
+            tile(mr, 2, bt, 2, k, a, lda, bj, ldb, c + j, ldc, pf);
+            continue;
+        }
+#endif
+        tile(mr, nr, bt, nv - j < nr ? nv - j : nr, k, a, lda, bj, ldb, c + j, ldc, pf);
+    }
 }
 
 /* Rows of A per pass over B: a pass takes B in strips of 8 rows (4 KiB

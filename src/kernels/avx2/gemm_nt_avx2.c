@@ -6,13 +6,15 @@
  * that each term is one FMA where the reference multiplies, then adds: so
  * results agree with it to rounding, not bit for bit.
  *
- * Register tile: mr rows of A x nr rows of B, always 8 accumulators (ymm),
- * 8 floats of k per step. 8 independent FMA chains is what the two FMA
- * ports need to hide the 4-cycle latency, and 8 accumulators plus the
- * loaded rows fit the 16 ymm registers: 4 x 2 for decode's GQA groups of
- * 4 (6 loads per 8 FMAs); 3 x 2 (reduced as 4 x 2), 2 x 4 and 1 x 8 for
- * fewer rows. Columns past n repeat the last row of B and are not stored,
- * so edge tiles run the same code as full ones.
+ * Register tile: mr rows of A x nr rows of B, 8 floats of k per step, at
+ * most 12 accumulators (ymm), A read as the FMAs' memory operand. 8
+ * independent FMA chains is the least that hides the 4-cycle latency on
+ * two ports, but the loop around a tile (pointers, the reduction, the
+ * stores) is paid once per tile, so bigger tiles win: 4 x 3 (12 chains,
+ * decode's GQA groups of 4), 3 x 4 and 2 x 4 for fewer rows, 1 x 8. On
+ * Zen 3 the 4 x 3 tile did 1.4x the 4 x 2 one (docs/performance.md).
+ * Columns past n repeat the last row of B and are not stored, so edge
+ * tiles run the same code as full ones.
  *
  * The 8 horizontal sums of a tile are done together, like a transpose:
  * each level pairs two vectors, keeping one's lanes with a blend and
@@ -54,25 +56,33 @@ static inline __m256 reduce8(const __m256 *v) {
 /* One step of 8 (or, masked, fewer) floats of k for the whole tile. The
  * masked step loads 0 on both sides in the lanes past k; adding the exact
  * 0 product leaves the partial sum as it is (it starts at +0 and so is
- * never -0). */
+ * never -0). A full step reads A inside the FMAs: with 12 accumulators
+ * there are no registers left to hold A's rows. */
 static inline __attribute__((always_inline)) void step(const int mr, const int nr,
                                                        flashattn_dtype bt, __m256 *acc,
                                                        const float *const *ar,
                                                        const char *const *br, int64_t p,
-                                                       int64_t left, int64_t pf) {
+                                                       int64_t left) {
     const int masked = left < 8;
     __m256 av[4];
+    if (masked)
 #pragma GCC unroll 4
-    for (int i = 0; i < mr; i++)
-        av[i] = masked ? fa256_widen_n(FLASHATTN_F32, ar[i] + p, left) : _mm256_loadu_ps(ar[i] + p);
+        for (int i = 0; i < mr; i++) av[i] = fa256_widen_n(FLASHATTN_F32, ar[i] + p, left);
 #pragma GCC unroll 8
     for (int j = 0; j < nr; j++) {
         const char *bp = br[j] + p * fa_dtype_bytes(bt);
         const __m256 bv = masked ? fa256_widen_n(bt, bp, left) : fa256_widen(bt, bp);
-        if (pf) fa_prefetch(bp, pf);
 #pragma GCC unroll 4
-        for (int i = 0; i < mr; i++) acc[i * nr + j] = _mm256_fmadd_ps(av[i], bv, acc[i * nr + j]);
+        for (int i = 0; i < mr; i++)
+            acc[i * nr + j] = _mm256_fmadd_ps(masked ? av[i] : _mm256_loadu_ps(ar[i] + p), bv,
+                                              acc[i * nr + j]);
     }
+}
+
+/* The 4 sums of v[0..3] in lanes 0, 2, 4, 6, by reduce8's tree. */
+static inline __m256 reduce4(const __m256 *v) {
+    const __m256 z = fold4(fold8(v[0], v[2]), fold8(v[1], v[3]));
+    return fold2(z, z);
 }
 
 /* C[mr x nv] for rows a.. of A and rows b.. of B, nv <= nr. mr, nr, bt
@@ -88,28 +98,52 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
     for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
 #pragma GCC unroll 8
     for (int j = 0; j < nr; j++) br[j] = b + (j < nv ? j : nv - 1) * ldb * fa_dtype_bytes(bt);
-    __m256 acc[8];
-#pragma GCC unroll 8
-    for (int s = 0; s < 8; s++) acc[s] = _mm256_setzero_ps();
+    __m256 acc[12];
+#pragma GCC unroll 12
+    for (int s = 0; s < mr * nr; s++) acc[s] = _mm256_setzero_ps();
+    /* With pf, one prefetch a cache line of each B row, then the steps
+     * that read that line: a test of pf inside the steps' loop cost a
+     * fifth of the tile's speed on Zen 3. */
+    const int line = 64 / (8 * (int)fa_dtype_bytes(bt)); /* steps a line */
     int64_t p = 0;
-    for (; p + 8 <= k; p += 8) step(mr, nr, bt, acc, ar, br, p, 8, pf);
-    if (p < k) step(mr, nr, bt, acc, ar, br, p, k - p, pf);
+    if (pf)
+        for (; p + 8 * line <= k; p += 8 * line) {
+#pragma GCC unroll 4
+            for (int j = 0; j < nr; j++) fa_prefetch(br[j] + p * fa_dtype_bytes(bt), pf);
+#pragma GCC unroll 8
+            for (int u = 0; u < line; u++) step(mr, nr, bt, acc, ar, br, p + 8 * u, 8);
+        }
+    for (; p + 8 <= k; p += 8) step(mr, nr, bt, acc, ar, br, p, 8);
+    if (p < k) step(mr, nr, bt, acc, ar, br, p, k - p);
 
-    /* Three rows reduce as four (a copy of the third): every tile reduces
-     * 8 vectors with the same tree. */
+    /* Fewer than 8 accumulators reduce as 8 (copies): every sum goes
+     * through the same tree. */
 #pragma GCC unroll 8
     for (int s = mr * nr; s < 8; s++) acc[s] = acc[s - nr];
-    float sums[8];
+    float sums[16];
     _mm256_storeu_ps(sums, reduce8(acc));
+    if (mr * nr == 12) {
+        const __m256 r = reduce4(acc + 8);
+        const __m128 lo = _mm256_castps256_ps128(r), hi = _mm256_extractf128_ps(r, 1);
+        _mm_storeu_ps(sums + 8, _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+    }
+    if (nv == nr) {
 #pragma GCC unroll 4
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nv; j++) c[i * ldc + j] = sums[i * nr + j];
+        for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++) c[i * ldc + j] = sums[i * nr + j];
+    } else {
+#pragma GCC unroll 4
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < nv; j++) c[i * ldc + j] = sums[i * nr + j];
+    }
 }
 
 #define FA_NT_NR1 8
 #define FA_NT_NR2 4
-#define FA_NT_NR3 2
-#define FA_NT_NR4 2
+#define FA_NT_NR3 4
+#define FA_NT_NR4 3
+#define FA_NT_TAIL2
 #include "kernels/gemm_nt_loop.h"
 
 void fa_gemm_nt_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
