@@ -707,7 +707,8 @@ FLASHATTN_API const char *flashattn_version(void);
 FLASHATTN_API const char *flashattn_isa(void);
 
 /* What `flashattn info` prints, for bug reports: version, the kernel path
- * in use and those this CPU runs, the CPU, its caches as the tile planner
+ * in use and those this CPU runs, the instruction FLASHATTN_PRECISION_INT8_QK's
+ * scores run on, the CPU, its caches as the tile planner
  * sees them, the thread count; lines ending in '\n'. The text stays valid
  * until this thread's next call. */
 FLASHATTN_API const char *flashattn_info(void);

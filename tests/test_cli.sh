@@ -201,7 +201,7 @@ PY="python3 $T/npyutil.py"
 
 # ---- info ----
 if out=$("$BIN" info 2>&1) && grep -q "kernel path" <<<"$out" && grep -Eq "L1d [0-9]+ KiB" <<<"$out" \
-    && grep -q "available paths.*scalar" <<<"$out" && grep -q "threads" <<<"$out"; then pass
+    && grep -q "available paths.*scalar" <<<"$out" && grep -q "threads" <<<"$out" && grep -q "^int8 q k^T  " <<<"$out"; then pass
 else fail "info: $out"; fi
 "$BIN" info --bogus >/dev/null 2>&1 && fail "info --bogus should fail" || pass
 

@@ -784,7 +784,7 @@ static void test_tables(void) {
             (const void *)k->store, (const void *)k->store_stream, (const void *)k->store_fence,
             (const void *)k->gemm_nt, (const void *)k->gemm_rows, (const void *)k->transpose,
             (const void *)k->gemm_bf16, (const void *)k->gemm_bf16_done, (const void *)k->dropout_row,
-            (const void *)k->gemm_i8};
+            (const void *)k->gemm_i8, (const void *)k->gemm_i8_way};
         for (size_t e = 0; e < sizeof entries / sizeof entries[0]; e++)
             TT_CHECK(entries[e] != NULL, "table %s: entry %zu is NULL", k->isa, e);
         TT_CHECK(!k->bf16_dot || k->gemm_bf16 != fa_gemm_bf16_ref,

@@ -82,6 +82,7 @@ static int same_but_bf16(const fa_kernels *a, const fa_kernels *b) {
     x.gemm_bf16 = y.gemm_bf16 = NULL;
     x.gemm_bf16_done = y.gemm_bf16_done = NULL;
     x.gemm_i8 = y.gemm_i8 = NULL; /* the amx table's AMX-INT8 one: test_kernels and test_int8_qk run it */
+    x.gemm_i8_way = y.gemm_i8_way = NULL;
     return memcmp(&x, &y, sizeof x) == 0;
 }
 

@@ -69,6 +69,8 @@ const char *flashattn_info(void) {
     /* paths the library never picks on its own (kernels/isa_list.h says why) */
     for (int i = 0; !forced && i < n; i++)
         if (!fa_isa_automatic(names[i])) add(&t, "  (%s only with FLASHATTN_ISA=%s)", names[i], names[i]);
+    const fa_kernels *kern = fa_active_kernels();
+    if (kern) add(&t, "\nint8 q k^T      %s", kern->gemm_i8_way());
     add(&t, "\ncpu             %s\n", model);
     add(&t, "caches          L1d %s, L2 %s, L3 %s, line %lld B  (from %s)\n",
         size_text(cc->l1d_bytes, a, sizeof a), size_text(cc->l2_bytes, b, sizeof b),

@@ -241,6 +241,10 @@ typedef struct fa_kernels {
     void (*gemm_i8)(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                     const float *add, float *c, int64_t ldc);
+    /* Which instruction gemm_i8 runs on this CPU, for `flashattn info`: a
+     * static string. Without an 8-bit dot product (VNNI, AMX-INT8) the
+     * 8-bit path is no faster than the exact one (docs/precision.md). */
+    const char *(*gemm_i8_way)(void);
 
     /* Ends a run of gemm_bf16 (and gemm_i8) calls on the calling thread: a gemm_bf16 may
      * keep state from one call to the next (AMX: the tile configuration,

@@ -38,6 +38,7 @@ void fa_gemm_i8_amx_tiles(int m, int n, int64_t k4, const uint8_t *a, int64_t ld
 void fa_gemm_i8_amx(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                     const float *add, float *c, int64_t ldc);
+const char *fa_gemm_i8_way_amx(void);
 void fa_gemm_i8_amx_emulated(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                              int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                              const float *add, float *c, int64_t ldc);

@@ -20,12 +20,18 @@ const fa_kernels fa_kernels_amx = {
     .softcap_row = fa_softcap_row_avx2,
     .alibi_row = fa_alibi_row_avx2,
     .gemm_i8 = fa_gemm_i8_amx,
+    .gemm_i8_way = fa_gemm_i8_way_amx,
 };
+
+static atomic_int int8;
+
+const char *fa_gemm_i8_way_amx(void) {
+    return fa_cpu_once(&int8, fa_cpu_amx_int8) ? "TDPBUSD (AMX-INT8)" : fa_gemm_i8_way_avx512();
+}
 
 void fa_gemm_i8_amx(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                     const float *add, float *c, int64_t ldc) {
-    static atomic_int int8;
     if (fa_cpu_once(&int8, fa_cpu_amx_int8))
         fa_gemm_i8_amx_tiles(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
     else

@@ -40,6 +40,7 @@ int fa_cpu_avx2(void);
 void fa_gemm_i8_avx2(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                      int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                      const float *add, float *c, int64_t ldc);
+const char *fa_gemm_i8_way_avx2(void);
 void fa_gemm_i8_avx2_vnni(int m, int n, int64_t k4, const uint8_t *a, int64_t lda,
                           const int8_t *b, int64_t ldb, const int32_t *bsum, const float *bscale,
                           const float *ascale, const float *add, float *c, int64_t ldc);

@@ -120,10 +120,16 @@ void fa_gemm_i8_avx2_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t ld
 #undef M_
 }
 
+static atomic_int vnni;
+
+const char *fa_gemm_i8_way_avx2(void) {
+    return fa_cpu_once(&vnni, fa_cpu_avx_vnni) ? "VPDPBUSD ymm (AVX-VNNI)"
+                                               : "VPMADDUBSW + VPMADDWD ymm (no AVX-VNNI)";
+}
+
 void fa_gemm_i8_avx2(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                      int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                      const float *add, float *c, int64_t ldc) {
-    static atomic_int vnni;
     if (fa_cpu_once(&vnni, fa_cpu_avx_vnni))
         fa_gemm_i8_avx2_vnni(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
     else

@@ -25,5 +25,6 @@ const fa_kernels fa_kernels_avx2 = {
     .dropout_cols = fa_dropout_cols_avx2,
     .softcap_row = fa_softcap_row_avx2,
     .gemm_i8 = fa_gemm_i8_avx2,
+    .gemm_i8_way = fa_gemm_i8_way_avx2,
     .alibi_row = fa_alibi_row_avx2,
 };

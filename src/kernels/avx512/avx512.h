@@ -39,6 +39,7 @@ void fa_gemm_rows_avx512(int m, int n, int64_t k, const float *a, int64_t lda, c
 void fa_gemm_i8_avx512(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                        int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                        const float *add, float *c, int64_t ldc);
+const char *fa_gemm_i8_way_avx512(void);
 void fa_gemm_i8_avx512_vnni(int m, int n, int64_t k4, const uint8_t *a, int64_t lda,
                             const int8_t *b, int64_t ldb, const int32_t *bsum,
                             const float *bscale, const float *ascale, const float *add, float *c,

@@ -18,4 +18,5 @@ const fa_kernels fa_kernels_avx512bf16 = {
     .softcap_row = fa_softcap_row_avx2,
     .alibi_row = fa_alibi_row_avx2,
     .gemm_i8 = fa_gemm_i8_avx512,
+    .gemm_i8_way = fa_gemm_i8_way_avx512,
 };

@@ -18,3 +18,5 @@ void fa_gemm_i8_ref(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, con
             c[i * ldc + j] = fmaf((float)dot * bscale[j], ascale[i], add[i]);
         }
 }
+
+const char *fa_gemm_i8_way_ref(void) { return "portable C (no 8-bit dot-product kernel on this path)"; }

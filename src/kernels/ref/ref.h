@@ -33,6 +33,7 @@ void fa_gemm_bf16_ref(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, 
 void fa_gemm_i8_ref(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                     const float *add, float *c, int64_t ldc);
+const char *fa_gemm_i8_way_ref(void);
 /* gemm, gemm_nt, gemm_rows and gemm_bf16 with every term that has a zero
  * factor left out (gemm_skip_ref.c): the non-finite rerun's products, for
  * any m and n. */

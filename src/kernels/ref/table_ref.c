@@ -27,5 +27,6 @@ const fa_kernels fa_kernels_scalar = {
     .dropout_cols = fa_dropout_cols_ref,
     .softcap_row = fa_softcap_row_ref,
     .gemm_i8 = fa_gemm_i8_ref,
+    .gemm_i8_way = fa_gemm_i8_way_ref,
     .alibi_row = fa_alibi_row_ref,
 };

@@ -26,5 +26,6 @@ const fa_kernels fa_kernels_sve = {
     .dropout_cols = fa_dropout_cols_neon,
     .softcap_row = fa_softcap_row_neon,
     .gemm_i8 = fa_gemm_i8_ref, /* no SDOT kernel yet: the portable definition */
+    .gemm_i8_way = fa_gemm_i8_way_ref,
     .alibi_row = fa_alibi_row_neon,
 };
