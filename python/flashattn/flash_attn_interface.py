@@ -491,7 +491,7 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
                            softcap: float = 0.0, alibi_slopes: Optional[Tensor] = None,
                            deterministic: bool = False, return_attn_probs: bool = False,
                            block_table: Optional[Tensor] = None,
-                           seqused_k: Optional[Tensor] = None) -> Result:
+                           seqused_k: Optional[Tensor] = None, precision: str = "exact") -> Result:
     """Packed variable-length batches. q: (total_q, nheads, headdim), k, v:
     (total_k, nheads_k, headdim), the sequences one after another;
     cu_seqlens_q, cu_seqlens_k (batch + 1,) int32: sequence b has the
@@ -506,11 +506,12 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
     keys its first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows (or
     seqused_k[b]); forward only. softcap and alibi_slopes as
     flash_attn_func, alibi_slopes (nheads,) or (batch, nheads), ALiBi
-    aligned to each sequence's own lengths.
+    aligned to each sequence's own lengths. precision as flash_attn_func
+    (each sequence's K smoothed by its own mean; not with block_table).
     Returns out (total_q, nheads, headdim), or with return_attn_probs
     (out, softmax_lse (nheads, total_q) float32, None).
     """
-    if torch_ops.tracing():
+    if torch_ops.tracing() and precision == "exact":
         if block_table is not None:
             raise NotImplementedError("flashattn: flash_attn_varlen_func with block_table under "
                                       "torch.compile / tracing (use flash_attn_with_kvcache)")
@@ -518,7 +519,8 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
                                            max_seqlen_k, dropout_p, softmax_scale, causal,
                                            window_size, softcap, alibi_slopes, deterministic,
                                            return_attn_probs, seqused_k)
-    params = _params(softmax_scale, causal, window_size, deterministic)
+    params = _precision(_params(softmax_scale, causal, window_size, deterministic), precision,
+                        q, k, v)
     sizes = lambda: (len(cu_seqlens_q) - 1, q.shape[1])
     if block_table is not None:
         if dropout_p != 0.0:
@@ -549,15 +551,17 @@ def flash_attn_varlen_qkvpacked_func(qkv: Tensor, cu_seqlens: Tensor, max_seqlen
                                      window_size: Window = (-1, -1), softcap: float = 0.0,
                                      alibi_slopes: Optional[Tensor] = None,
                                      deterministic: bool = False,
-                                     return_attn_probs: bool = False) -> Result:
+                                     return_attn_probs: bool = False,
+                                     precision: str = "exact") -> Result:
     """qkv: (total, 3, nheads, headdim); cu_seqlens (batch + 1,) int32 for
     queries and keys alike. Otherwise as flash_attn_varlen_func."""
-    if torch_ops.tracing():
+    if torch_ops.tracing() and precision == "exact":
         return torch_ops.flash_attn_varlen(*qkv.unbind(1), cu_seqlens, cu_seqlens, max_seqlen,
                                            max_seqlen, dropout_p, softmax_scale, causal,
                                            window_size, softcap, alibi_slopes, deterministic,
                                            return_attn_probs, None)
-    params = _params(softmax_scale, causal, window_size, deterministic)
+    params = _precision(_params(softmax_scale, causal, window_size, deterministic), precision,
+                        qkv)
     params, keep = _varlen(params, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
     params = _dropout(_modified(params, softcap, alibi_slopes,
                                 lambda: (keep[0].shape[0] - 1, qkv.shape[2])), dropout_p)
@@ -578,15 +582,17 @@ def flash_attn_varlen_kvpacked_func(q: Tensor, kv: Tensor, cu_seqlens_q: Tensor,
                                     window_size: Window = (-1, -1), softcap: float = 0.0,
                                     alibi_slopes: Optional[Tensor] = None,
                                     deterministic: bool = False,
-                                    return_attn_probs: bool = False) -> Result:
+                                    return_attn_probs: bool = False,
+                                    precision: str = "exact") -> Result:
     """q: (total_q, nheads, headdim); kv: (total_k, 2, nheads_k, headdim).
     Otherwise as flash_attn_varlen_func."""
-    if torch_ops.tracing():
+    if torch_ops.tracing() and precision == "exact":
         return torch_ops.flash_attn_varlen(q, *kv.unbind(1), cu_seqlens_q, cu_seqlens_k,
                                            max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale,
                                            causal, window_size, softcap, alibi_slopes,
                                            deterministic, return_attn_probs, None)
-    params = _params(softmax_scale, causal, window_size, deterministic)
+    params = _precision(_params(softmax_scale, causal, window_size, deterministic), precision,
+                        q, kv)
     params, keep = _varlen(params, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     params = _dropout(_modified(params, softcap, alibi_slopes,
                                 lambda: (keep[0].shape[0] - 1, q.shape[1])), dropout_p)

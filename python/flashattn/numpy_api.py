@@ -728,7 +728,8 @@ def attention_varlen(q: ArrayLike, k: ArrayLike, v: ArrayLike, cu_seqlens_q: Arr
                      block_table: Optional[ArrayLike] = None, out: Optional[ArrayLike] = None,
                      block_m: int = 0, block_n: int = 0, softcap: float = 0.0,
                      alibi_slopes: Optional[ArrayLike] = None, sinks: Optional[ArrayLike] = None,
-                     bias: Optional[ArrayLike] = None, mask: Optional[ArrayLike] = None) -> Result:
+                     bias: Optional[ArrayLike] = None, mask: Optional[ArrayLike] = None,
+                     precision: str = "exact") -> Result:
     """attention() over a batch of packed variable-length sequences, as
     flash_attn_varlen_func: no padding is stored or computed.
 
@@ -753,12 +754,15 @@ def attention_varlen(q: ArrayLike, k: ArrayLike, v: ArrayLike, cu_seqlens_q: Arr
     mask are not available with block_table).
     Returns out (total_q, nheads, headdim) in q's dtype, and with
     return_lse the float32 LSE (nheads, total_q), FlashAttention-2's
-    varlen layout. Other options as attention().
+    varlen layout. Other options as attention(), precision too (each
+    sequence's K smoothed by its own mean; not with block_table, whose
+    cache runs on decode's exact path: UnsupportedError).
     """
     q = _packed_input(q, "q")
     params = _lib.params(scale=softmax_scale, causal=causal, window_size=window_size,
                          align=_align(align), num_threads=num_threads, block_m=block_m,
                          block_n=block_n)
+    params = _lib.with_precision(params, precision)
     if block_table is not None:
         _lib.require("flashattn_decode", "attention_varlen with block_table")
         k, v = _input(k, "k"), _input(v, "v")

@@ -54,3 +54,25 @@ def test_bad_precision():
     q = np.zeros((1, 4, 1, 8), np.float32)
     with pytest.raises(ValueError):
         flashattn.attention(q, q, q, precision="int4")
+
+
+def test_varlen_is_each_sequence_alone():
+    """attention_varlen at precision int8: each sequence's bits are those of
+    attention() on it alone; a paged cache (decode's exact path) refuses."""
+    rng = np.random.default_rng(6)
+    lens_q, lens_k = [5, 0, 130, 600], [9, 3, 130, 900]
+    cq = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    ck = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    q = rng.standard_normal((cq[-1], 4, 64)).astype(np.float32)
+    k, v = (rng.standard_normal((ck[-1], 2, 64)).astype(np.float32) for _ in range(2))
+    o = flashattn.attention_varlen(q, k, v, cq, ck, causal=True, precision="int8")
+    for b in range(len(lens_q)):
+        if lens_q[b]:
+            alone = flashattn.attention(q[None, cq[b]:cq[b + 1]], k[None, ck[b]:ck[b + 1]],
+                                        v[None, ck[b]:ck[b + 1]], causal=True, precision="int8")
+            assert np.array_equal(o[cq[b]:cq[b + 1]], alone[0]), b
+    assert not np.array_equal(o, flashattn.attention_varlen(q, k, v, cq, ck, causal=True))
+    pages = np.zeros((2, 16, 2, 64), np.float32)
+    with pytest.raises(NotImplementedError):
+        flashattn.attention_varlen(q[:5], pages, pages, cq[:2], ck[:2], precision="int8",
+                                   block_table=np.array([[0, 1]], np.int32))
