@@ -235,9 +235,9 @@ def test_python_m_flashattn_info_reports_the_library():
     lines = run.stdout.splitlines()
     assert lines[0] == "flashattn       " + flashattn.__version__
     assert lines[1].split()[2] == flashattn.isa()
-    assert [x.split()[0] for x in lines] == ["flashattn", "kernel", "available", "cpu", "caches",
-                                              "threads", "library", "package"]
-    assert _lib.lib.flashattn_info().decode().splitlines() == lines[:6]
+    assert [x.split()[0] for x in lines] == ["flashattn", "kernel", "available", "int8", "cpu",
+                                              "caches", "threads", "library", "package"]
+    assert _lib.lib.flashattn_info().decode().splitlines() == lines[:7]
     bad = subprocess.run([sys.executable, "-m", "flashattn", "nonsense"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "usage" in bad.stderr
