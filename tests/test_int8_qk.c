@@ -70,6 +70,15 @@ static void put(tt_tensor *t, int64_t b, int64_t s, int64_t h, int64_t c, float 
     ((float *)d->data)[b * d->stride_batch + s * d->stride_seq + h * d->stride_head + c] = x;
 }
 
+/* One row of a hat: f[p] * r8 in columns [p d, (p + 1) d), tail in [4 d, 5 d). */
+static void put_hat(tt_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d, const int8_t *r8,
+                    const float f[4], const float *tail) {
+    for (int64_t c = 0; c < d; c++) {
+        for (int p = 0; p < 4; p++) put(t, b, s, h, p * d + c, f[p] * r8[c]);
+        put(t, b, s, h, 4 * d + c, tail[c]);
+    }
+}
+
 /* The reference's Q^ and K^ (f32, 5 d): Q^ = [sh q8, sh q8, sl q8, sl q8, q],
  * K^ = [kh k8, kl k8, kh k8, kl k8, m], so Q^ . K^ = sq sk q8 . k8 + q . m
  * exactly in the reference's double sums. */
@@ -87,13 +96,7 @@ static void hats(const icase *c, const fa_kernels *kern, const tt_tensor *q, con
                     x[t] = (float)fa_tensor_get(&q->t, sp->qb, sp->q0 + i, h, t) * scale_log2;
                 fa_i8_row(x, d, q8, &s);
                 split12(s, &hi, &lo);
-                for (int64_t t = 0; t < d; t++) {
-                    put(qh, sp->qb, sp->q0 + i, h, t, hi * q8[t]);
-                    put(qh, sp->qb, sp->q0 + i, h, d + t, hi * q8[t]);
-                    put(qh, sp->qb, sp->q0 + i, h, 2 * d + t, lo * q8[t]);
-                    put(qh, sp->qb, sp->q0 + i, h, 3 * d + t, lo * q8[t]);
-                    put(qh, sp->qb, sp->q0 + i, h, 4 * d + t, x[t]);
-                }
+                put_hat(qh, sp->qb, sp->q0 + i, h, d, q8, (const float[4]){hi, hi, lo, lo}, x);
             }
         for (int64_t h = 0; h < c->hkv; h++)
             for (int64_t j0 = 0; j0 < sp->n; j0 += chunk) {
@@ -110,13 +113,7 @@ static void hats(const icase *c, const fa_kernels *kern, const tt_tensor *q, con
                         x[t] = (float)fa_tensor_get(&k->t, sp->kb, sp->k0 + j, h, t) - mean[t];
                     fa_i8_row(x, d, q8, &s);
                     split12(s, &hi, &lo);
-                    for (int64_t t = 0; t < d; t++) {
-                        put(kh, sp->kb, sp->k0 + j, h, t, hi * q8[t]);
-                        put(kh, sp->kb, sp->k0 + j, h, d + t, lo * q8[t]);
-                        put(kh, sp->kb, sp->k0 + j, h, 2 * d + t, hi * q8[t]);
-                        put(kh, sp->kb, sp->k0 + j, h, 3 * d + t, lo * q8[t]);
-                        put(kh, sp->kb, sp->k0 + j, h, 4 * d + t, mean[t]);
-                    }
+                    put_hat(kh, sp->kb, sp->k0 + j, h, d, q8, (const float[4]){hi, lo, hi, lo}, mean);
                 }
             }
     }
