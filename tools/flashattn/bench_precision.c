@@ -73,6 +73,10 @@ int bench_precision_cmd(int argc, char **argv) {
     printf("flashattn bench --precision int8: heads %lld, head_dim %lld, f32 inputs, %d reps (median), "
            "kernels %s%s\n", (long long)heads, (long long)d, reps, flashattn_isa(),
            outliers ? ", K with outlier channels" : "");
+    /* The instruction S runs on, as flashattn info gives it: without an
+     * 8-bit dot product the option cannot be faster. */
+    const char *way = strstr(flashattn_info(), "int8 q k^T");
+    if (way) printf("%.*s\n", (int)strcspn(way, "\n"), way);
     printf("%-7s | %-6s | %-6s | %-12s | %10s | %10s | %-20s | %-9s | %s\n", "threads", "seq", "causal",
            "precision", "exact ms", "ms", "speed-up (target)", "cosine", "max err / max |O|");
     int status = 0;
