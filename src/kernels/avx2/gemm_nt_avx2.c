@@ -11,8 +11,8 @@
  * independent FMA chains is the least that hides the 4-cycle latency on
  * two ports, but the loop around a tile (pointers, the reduction, the
  * stores) is paid once per tile, so bigger tiles win: 4 x 3 (12 chains,
- * decode's GQA groups of 4), 3 x 4 and 2 x 4 for fewer rows, 1 x 8. On
- * Zen 3 the 4 x 3 tile did 1.4x the 4 x 2 one (docs/performance.md).
+ * decode's GQA groups of 4), 3 x 4 and 2 x 4 for fewer rows, 1 x 8
+ * (docs/performance.md has the measurements against 4 x 2).
  * Columns past n repeat the last row of B and are not stored, so edge
  * tiles run the same code as full ones.
  *
@@ -102,8 +102,8 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
 #pragma GCC unroll 12
     for (int s = 0; s < mr * nr; s++) acc[s] = _mm256_setzero_ps();
     /* With pf, one prefetch a cache line of each B row, then the steps
-     * that read that line: a test of pf inside the steps' loop cost a
-     * fifth of the tile's speed on Zen 3. */
+     * that read that line: a test of pf inside the steps' loop slowed the
+     * whole tile (docs/performance.md). */
     const int line = 64 / (8 * (int)fa_dtype_bytes(bt)); /* steps a line */
     int64_t p = 0;
     if (pf)
