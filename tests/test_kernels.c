@@ -268,6 +268,47 @@ static void scale_case(const fa_kernels *kn, float *x, int64_t n, int mis, uint6
     free(ref);
 }
 
+/* scale_cols over rows of n with ld - n untouched floats between them:
+ * the whole buffer bit for bit against the portable kernel, so a write
+ * between rows or past the block fails too. x holds signed zeros, NaNs and
+ * infinities, s NaN, infinite and zero scales (skip_zero must turn every
+ * zero weight into +0 whatever its scale). */
+static void test_scale_cols(const fa_kernels *kn, uint64_t *rng) {
+    static const int rows_list[] = {0, 1, 3, 4, 8};
+    static const int64_t long_n[] = {127, 128, 129, 256};
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
+        for (int64_t li = -71; li < (int64_t)(sizeof long_n / sizeof long_n[0]); li++)
+            for (int pad = 0; pad < 3; pad++)
+                for (int skip = 0; skip < 2; skip++) {
+                    const int rows = rows_list[ri];
+                    const int64_t n = li < 0 ? li + 71 : long_n[li], ld = n + (int64_t)pad * 5, mis = pad;
+                    const int64_t total = rows ? (rows - 1) * ld + n : 0;
+                    float *buf = alloc_floats(total + 16 + mis), *ref = alloc_floats(total + 16 + mis);
+                    float *sb = alloc_floats(n + 1 + mis);
+                    float *x = buf + 8 + mis, *y = ref + 8 + mis, *sc = sb + mis;
+                    set_guards(x, total);
+                    for (int64_t i = 0; i < total; i++) {
+                        const uint64_t r = tt_rand_u64(rng);
+                        float v = r % 5 == 0 ? ((r >> 8) & 1 ? -0.0f : 0.0f) : rand_float(rng);
+                        if (r % 37 == 1) v = NAN;
+                        if (r % 41 == 2) v = (r >> 9) & 1 ? INFINITY : -INFINITY;
+                        x[i] = v;
+                    }
+                    for (int64_t c = 0; c < n; c++) {
+                        const uint64_t r = tt_rand_u64(rng);
+                        sc[c] = r % 11 == 0 ? NAN : r % 13 == 0 ? INFINITY : r % 17 == 0 ? 0.0f : rand_float(rng);
+                    }
+                    memcpy(ref, buf, (size_t)(total + 16 + mis) * sizeof(float));
+                    kn->scale_cols(x, ld, rows, n, sc, skip);
+                    fa_scale_cols_ref(y, ld, rows, n, sc, skip);
+                    const int64_t d = first_diff(buf, ref, total + 16 + mis, sizeof(float));
+                    TT_CHECK(d < 0, "[%s] scale_cols rows=%d n=%lld ld=%lld skip_zero=%d: float %lld of the buffer "
+                             "is 0x%08x, reference 0x%08x", kn->isa, rows, (long long)n, (long long)ld, skip,
+                             (long long)(d - 8 - mis), d < 0 ? 0u : fa_f32_bits(buf[d]), d < 0 ? 0u : fa_f32_bits(ref[d]));
+                    free(buf), free(ref), free(sb);
+                }
+}
+
 /* Checks y[i] against exp2 of t[i] = x[i] - m, returns a description of
  * the first violation or NULL. */
 static const char *exp2_violation(const float *t, const float *y, int64_t n, int64_t *where) {
@@ -780,7 +821,7 @@ static void test_tables(void) {
         TT_CHECK(named, "table %s is not in kernels/isa_list.h", k->isa);
         const void *entries[] = {
             (const void *)k->cpu_supported, (const void *)k->gemm, (const void *)k->row_max,
-            (const void *)k->exp2_sum, (const void *)k->scale, (const void *)k->load,
+            (const void *)k->exp2_sum, (const void *)k->scale, (const void *)k->scale_cols, (const void *)k->load,
             (const void *)k->store, (const void *)k->store_stream, (const void *)k->store_fence,
             (const void *)k->gemm_nt, (const void *)k->gemm_rows, (const void *)k->transpose,
             (const void *)k->gemm_bf16, (const void *)k->gemm_bf16_done, (const void *)k->dropout_row,
@@ -818,6 +859,7 @@ int main(void) {
         test_gemm_nt(kn, &rng);
         for_rows(kn, &rng, row_max_case);
         for_rows(kn, &rng, scale_case);
+        test_scale_cols(kn, &rng);
         for_rows(kn, &rng, exp2_sum_case);
         test_exp2_dense(kn);
         test_convert(kn, &rng);

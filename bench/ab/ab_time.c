@@ -201,6 +201,7 @@ int main(int argc, char **argv) {
             dec(8192, 1, 32, 8, 128, t, FLASHATTN_F16);
             dec(32768, 1, 32, 8, 128, t, FLASHATTN_F16);
             dec(8192, 8, 32, 8, 128, t, FLASHATTN_F16);
+            dec(1024, 1, 32, 8, 128, t, FLASHATTN_INT8);
             dec(32768, 1, 32, 8, 128, t, FLASHATTN_INT8);
         }
     }

@@ -223,13 +223,7 @@ static void scale_columns(const decode_item *t, int which, float *x, int64_t ld,
     for (int64_t c0 = 0; c0 < len; c0 += FA_DECODE_SCALES) {
         const int64_t n = len - c0 < FA_DECODE_SCALES ? len - c0 : FA_DECODE_SCALES;
         for (int64_t c = 0; c < n; c++) s[c] = sc[(c0 + c) * step];
-        for (int r = 0; r < t->mh; r++) {
-            float *xr = x + r * ld + c0;
-            if (skip_zero)
-                for (int64_t c = 0; c < n; c++) xr[c] = xr[c] != 0.0f ? xr[c] * s[c] : 0.0f;
-            else
-                for (int64_t c = 0; c < n; c++) xr[c] *= s[c];
-        }
+        t->kern->scale_cols(x + c0, ld, t->mh, n, s, skip_zero);
     }
 }
 

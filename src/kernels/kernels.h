@@ -128,6 +128,13 @@ typedef struct fa_kernels {
     /* x[i] *= a */
     void (*scale)(float *x, int64_t n, float a);
 
+    /* Column scales: x[r * ld + c] *= s[c] for r < rows, c < n (ld >= n),
+     * one rounding each, so every table gives the same bits. skip_zero:
+     * an x that is +-0 becomes +0 whatever s[c] is, so a weight of 0
+     * stays 0 under a NaN or infinite scale (decode's per-token V scales
+     * on P: flashattn.h's rule for quantised caches). */
+    void (*scale_cols)(float *x, int64_t ld, int rows, int64_t n, const float *s, int skip_zero);
+
     /* dst[i] = (float)src[i] * mul, src in any dtype (the 8-bit cache
      * dtypes too: core/dtype.h's exact widening). */
     void (*load)(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);

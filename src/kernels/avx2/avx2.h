@@ -15,6 +15,7 @@ float fa_exp2_sum_avx2(float *x, int64_t n, float m);
 void fa_softcap_row_avx2(float *x, int64_t n, float cap, float *dcap);
 void fa_alibi_row_avx2(float *x, int64_t n, float a, float slope);
 void fa_scale_avx2(float *x, int64_t n, float a);
+void fa_scale_cols_avx2(float *x, int64_t ld, int rows, int64_t n, const float *s, int skip_zero);
 void fa_load_avx2(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
 void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                        int rows, int64_t cols);

@@ -81,3 +81,21 @@ void fa_scale_avx2(float *x, int64_t n, float a) {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
     for (; i < n; i++) x[i] *= a;
 }
+
+/* x * s, and with skip_zero the product's bits cleared where x == 0 (the
+ * compare is false for NaN x, whose product stays NaN). */
+static inline __m256 scale_cols8(__m256 x, __m256 s, int skip_zero) {
+    const __m256 y = _mm256_mul_ps(x, s);
+    return skip_zero ? _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ), y) : y;
+}
+
+void fa_scale_cols_avx2(float *x, int64_t ld, int rows, int64_t n, const float *s, int skip_zero) {
+    FA_KERNEL_CONTRACT(rows >= 0 && n >= 0 && ld >= n);
+    for (int r = 0; r < rows; r++) {
+        float *xr = x + r * ld;
+        int64_t c = 0;
+        for (; c + 8 <= n; c += 8)
+            _mm256_storeu_ps(xr + c, scale_cols8(_mm256_loadu_ps(xr + c), _mm256_loadu_ps(s + c), skip_zero));
+        for (; c < n; c++) xr[c] = skip_zero && xr[c] == 0.0f ? 0.0f : xr[c] * s[c];
+    }
+}

@@ -12,6 +12,7 @@ const fa_kernels fa_kernels_avx2 = {
     .row_max = fa_row_max_avx2,
     .exp2_sum = fa_exp2_sum_avx2,
     .scale = fa_scale_avx2,
+    .scale_cols = fa_scale_cols_avx2,
     .load = fa_load_avx2,
     .store = fa_store_avx2,
     .store_stream = fa_store_stream_avx2,

@@ -9,6 +9,7 @@
 #define FA_AVX512_ENTRIES                                                                         \
     .mr = FA_AVX512_MR, .nr = FA_AVX512_NR, .gemm = fa_gemm_avx512, .row_max = fa_row_max_avx512,  \
     .exp2_sum = fa_exp2_sum_avx512, .scale = fa_scale_avx512, .load = fa_load_avx512,              \
+    .scale_cols = fa_scale_cols_avx512,                                                            \
     .store = fa_store_avx512, .store_stream = fa_store_stream_avx512,                              \
     .store_fence = fa_store_fence_avx512, .gemm_nt = fa_gemm_nt_avx512,                            \
     .gemm_rows = fa_gemm_rows_avx512, .transpose = fa_transpose_avx512
@@ -22,6 +23,7 @@ void fa_gemm_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const 
 float fa_row_max_avx512(const float *x, int64_t n);
 float fa_exp2_sum_avx512(float *x, int64_t n, float m);
 void fa_scale_avx512(float *x, int64_t n, float a);
+void fa_scale_cols_avx512(float *x, int64_t ld, int rows, int64_t n, const float *s, int skip_zero);
 void fa_load_avx512(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
 void fa_transpose_avx512(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                          int rows, int64_t cols);

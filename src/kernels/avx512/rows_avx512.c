@@ -77,3 +77,18 @@ void fa_scale_avx512(float *x, int64_t n, float a) {
         _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), va));
     }
 }
+
+void fa_scale_cols_avx512(float *x, int64_t ld, int rows, int64_t n, const float *s, int skip_zero) {
+    FA_KERNEL_CONTRACT(rows >= 0 && n >= 0 && ld >= n);
+    for (int64_t c = 0; c < n; c += 16) {
+        const __mmask16 k = tail_mask(n - c);
+        const __m512 sc = _mm512_maskz_loadu_ps(k, s + c);
+        for (int r = 0; r < rows; r++) {
+            float *xr = x + r * ld + c;
+            const __m512 xv = _mm512_maskz_loadu_ps(k, xr);
+            /* with skip_zero, lanes where x == 0 (not NaN) store +0 */
+            const __mmask16 keep = skip_zero ? _mm512_mask_cmp_ps_mask(k, xv, _mm512_setzero_ps(), _CMP_NEQ_UQ) : k;
+            _mm512_mask_storeu_ps(xr, k, _mm512_maskz_mul_ps(keep, xv, sc));
+        }
+    }
+}

@@ -12,6 +12,7 @@ const fa_kernels fa_kernels_neon = {
     .row_max = fa_row_max_neon,
     .exp2_sum = fa_exp2_sum_neon,
     .scale = fa_scale_neon,
+    .scale_cols = fa_scale_cols_ref, /* a few dozen floats a decode piece */
     .load = fa_load_neon,
     .store = fa_store_neon,
     .store_stream = fa_store_neon, /* no non-temporal store in the intrinsics: see docs/arm.md */

@@ -18,6 +18,7 @@ float fa_exp2_sum_ref(float *x, int64_t n, float m);
 void fa_softcap_row_ref(float *x, int64_t n, float cap, float *dcap);
 void fa_alibi_row_ref(float *x, int64_t n, float a, float slope);
 void fa_scale_ref(float *x, int64_t n, float a);
+void fa_scale_cols_ref(float *x, int64_t ld, int rows, int64_t n, const float *s, int skip_zero);
 void fa_load_ref(float *dst, const void *src, flashattn_dtype dt, int64_t n, float mul);
 float fa_widen_ref(const void *src, flashattn_dtype dt, int64_t i);
 void fa_transpose_ref(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,

@@ -25,3 +25,11 @@ void fa_scale_ref(float *x, int64_t n, float a) {
     FA_KERNEL_CONTRACT(n >= 0);
     for (int64_t i = 0; i < n; i++) x[i] *= a;
 }
+
+void fa_scale_cols_ref(float *x, int64_t ld, int rows, int64_t n, const float *s, int skip_zero) {
+    FA_KERNEL_CONTRACT(rows >= 0 && n >= 0 && ld >= n);
+    for (int r = 0; r < rows; r++) {
+        float *xr = x + r * ld;
+        for (int64_t c = 0; c < n; c++) xr[c] = skip_zero && xr[c] == 0.0f ? 0.0f : xr[c] * s[c];
+    }
+}

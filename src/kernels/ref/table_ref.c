@@ -14,6 +14,7 @@ const fa_kernels fa_kernels_scalar = {
     .row_max = fa_row_max_ref,
     .exp2_sum = fa_exp2_sum_ref,
     .scale = fa_scale_ref,
+    .scale_cols = fa_scale_cols_ref,
     .load = fa_load_ref,
     .store = fa_store_ref,
     .store_stream = fa_store_ref, /* portable C has no non-temporal store */

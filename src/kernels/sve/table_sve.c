@@ -13,6 +13,7 @@ const fa_kernels fa_kernels_sve = {
     .row_max = fa_row_max_neon,
     .exp2_sum = fa_exp2_sum_sve,
     .scale = fa_scale_neon,
+    .scale_cols = fa_scale_cols_ref,
     .load = fa_load_neon,
     .store = fa_store_neon,
     .store_stream = fa_store_neon,
