@@ -32,6 +32,15 @@
  * so it stays hidden when other work takes most of the bandwidth. At most 256 rows, and the per-thread tiles must
  * fit half of L2.
  *
+ * Bandwidth is not all a stream costs, though: once a group's K and V
+ * are more than twice L2, none of them is still in L2 when the next
+ * q-block comes back to them, and the GEMMs that read them from L3 ran
+ * 15-20 points of the FMA peak slower than from L2 (docs/performance.md,
+ * "Tile rule"). There the floor is 192 rows, which halves the passes
+ * over K and V; where K and V are within twice L2, 192 rows measured
+ * slower than 96 (part of K and V does survive in L2 between q-blocks,
+ * and larger tiles leave less room for it).
+ *
  * Masks: a kv-block that a mask edge cuts is computed in full and masked
  * element-wise. Along one edge each row of a q-block computes on average
  * block_m / 2 keys past the edge, plus the rounding of the q-block's last
@@ -102,7 +111,11 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
     if (kneed < bn) bn = (int)kneed;
     const int64_t row = q->head_dim * q->elem_bytes, panel = q->nr * row;
     int64_t cap = (l1 - panel) / row / q->mr * q->mr;
-    const int64_t floor_m = (FA_TILE_MIN_ROWS + q->mr - 1) / q->mr * q->mr;
+    /* the whole of K and V (in double: seq_k may be near the int64 limit) */
+    const double dp = (double)fa_round_up_i64(q->head_dim_v > 0 ? q->head_dim_v : q->head_dim, 16);
+    const double kv = (double)kneed * ((double)q->head_dim + dp) * q->elem_bytes;
+    const int64_t floor_rows = kv > (double)FA_TILE_STREAM_L2 * (double)l2 ? FA_TILE_STREAM_ROWS : FA_TILE_MIN_ROWS;
+    const int64_t floor_m = (floor_rows + q->mr - 1) / q->mr * q->mr;
     if (cap < floor_m) cap = floor_m;
     if (cap > 256) cap = 256 / q->mr * q->mr;
     int bm = q->mr;

@@ -49,8 +49,11 @@ int fa_tile_fit_threads(const fa_tile_query *q, int block_m);
 #define FA_TILE_DEFAULT_L2 ((int64_t)256 << 10)
 
 /* Fewest rows the rule gives a q-block before masks and thread counts
- * have their say (see tile_rule.c). */
+ * have their say (see tile_rule.c); FA_TILE_STREAM_ROWS when a group's
+ * K and V are more than FA_TILE_STREAM_L2 times L2. */
 #define FA_TILE_MIN_ROWS 96
+#define FA_TILE_STREAM_ROWS 192
+#define FA_TILE_STREAM_L2 2
 
 /* Largest share of extra work a mask's diagonal tiles may add (see
  * tile_rule.c) before the rule shrinks the tiles. */
