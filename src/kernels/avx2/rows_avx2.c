@@ -1,8 +1,9 @@
 /*
- * AVX2 row kernels (the "Vector" unit): max, exp2-and-sum, scale.
- * Contract (kernels.h): rows of any length n >= 0, any alignment; 8 floats
- * per vector. AVX2 has no cheap lane masks, so the last n % 8 elements go
- * through the scalar reference formula (row_max, scale: bit-identical) or
+ * AVX2 row kernels (the "Vector" unit): max, exp2-and-sum, scale, column
+ * scales. Contract (kernels.h): rows of any length n >= 0, any alignment;
+ * 8 floats per vector. AVX2 has no cheap lane masks, so the last n % 8
+ * elements go through the scalar reference formula (row_max, scale,
+ * scale_cols: bit-identical) or
  * a -inf padded vector (exp2_sum: the same exp2 on every element).
  */
 #include <immintrin.h>

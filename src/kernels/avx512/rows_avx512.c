@@ -1,9 +1,10 @@
 /*
- * AVX-512 row kernels (the "Vector" unit): max, exp2-and-sum, scale.
+ * AVX-512 row kernels (the "Vector" unit): max, exp2-and-sum, scale,
+ * column scales.
  * Contract (kernels.h): rows of any length n >= 0, any alignment; 16 floats
  * per vector, the last partial vector through a lane mask, so nothing
  * outside x[0..n) is read or written.
- * row_max and scale give bit-identical results to the portable kernels;
+ * row_max, scale and scale_cols give bit-identical results to the portable kernels;
  * exp2_sum is within the exp2 bound of exp2_avx512.h per element, its sum
  * in a different order.
  */

@@ -1,4 +1,4 @@
-/* Portable row kernels ("Vector" unit): max, exp2-and-sum, scale. */
+/* Portable row kernels ("Vector" unit): max, exp2-and-sum, scale, column scales. */
 #include <math.h>
 
 #include "kernels/ref/ref.h"
