@@ -34,12 +34,13 @@
  *
  * Bandwidth is not all a stream costs, though: once a group's K and V
  * are more than twice L2, none of them is still in L2 when the next
- * q-block comes back to them, and the GEMMs that read them from L3 ran
- * 15-20 points of the FMA peak slower than from L2 (docs/performance.md,
- * "Tile rule"). There the floor is 192 rows, which halves the passes
- * over K and V; where K and V are within twice L2, 192 rows measured
- * slower than 96 (part of K and V does survive in L2 between q-blocks,
- * and larger tiles leave less room for it).
+ * q-block comes back to them, and every q-block reads them again from
+ * an L3 that a shared host's other tenants also fill. There the floor is
+ * 192 rows, which halves those passes: on a busy host the forward took
+ * 0.7-0.95x the time at 8192 keys, on a quiet one it was level
+ * (docs/performance.md, "Tile rule"). Where K and V are within twice
+ * L2, 192 rows measured slower than 96 (part of K and V does survive in
+ * L2 between q-blocks, and larger tiles leave less room for it).
  *
  * Masks: a kv-block that a mask edge cuts is computed in full and masked
  * element-wise. Along one edge each row of a q-block computes on average
