@@ -72,9 +72,14 @@ static double mask_waste(const fa_tile_query *q, int bm, int bn) {
     return q->mask_edges * (double)(bm + bn - gcd(bm, bn)) / (2.0 * q->mean_keys);
 }
 
+/* V's and O's head_dim, padded as the kernels store them. */
+static int64_t padded_dv(const fa_tile_query *q) {
+    return fa_round_up_i64(q->head_dim_v > 0 ? q->head_dim_v : q->head_dim, 16);
+}
+
 void fa_tile_footprint_of(const fa_tile_query *q, int block_m, int block_n, fa_tile_footprint *f) {
     const int64_t e = q->elem_bytes, d = q->head_dim;
-    const int64_t dp = fa_round_up_i64(q->head_dim_v > 0 ? q->head_dim_v : d, 16); /* V's, O's */
+    const int64_t dp = padded_dv(q);
     const int64_t bm = block_m, bn = fa_round_up_i64(block_n, q->nr), mr = q->mr < bm ? q->mr : bm;
     f->q_tile = bm * d * e;
     f->k_block = bn * d * e;
@@ -113,8 +118,7 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
     const int64_t row = q->head_dim * q->elem_bytes, panel = q->nr * row;
     int64_t cap = (l1 - panel) / row / q->mr * q->mr;
     /* the whole of K and V (in double: seq_k may be near the int64 limit) */
-    const double dp = (double)fa_round_up_i64(q->head_dim_v > 0 ? q->head_dim_v : q->head_dim, 16);
-    const double kv = (double)kneed * ((double)q->head_dim + dp) * q->elem_bytes;
+    const double kv = (double)kneed * (double)(q->head_dim + padded_dv(q)) * q->elem_bytes;
     const int64_t floor_rows = kv > (double)FA_TILE_STREAM_L2 * (double)l2 ? FA_TILE_STREAM_ROWS : FA_TILE_MIN_ROWS;
     const int64_t floor_m = (floor_rows + q->mr - 1) / q->mr * q->mr;
     if (cap < floor_m) cap = floor_m;
