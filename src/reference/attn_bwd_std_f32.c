@@ -1,4 +1,5 @@
-/* The plain f32 backward, one query row at a time. */
+/* The plain f32 backward, one query row at a time; with dropout, the
+ * gradient of O = (P Z) V for the library's keep mask Z (dropout_ref.h). */
 #include "reference/attn_bwd_std_f32.h"
 
 #include <math.h>
@@ -7,6 +8,7 @@
 #include "api/validate.h"
 #include "core/dtype.h"
 #include "reference/attn_f64.h"
+#include "reference/dropout_ref.h"
 #include "reference/keys_ref.h"
 #include "reference/score_ref.h"
 
@@ -62,6 +64,8 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
                     float sc = 0.0f, dp = 0.0f;
                     for (int64_t c = 0; c < d; c++) sc += (float)qw[c] * (float)kw[c];
                     for (int64_t c = 0; c < dvd; c++) dp += (float)dow[c] * (float)vw[c];
+                    const float z = (float)fa_ref_dropout_z(&pb, &p, b, h, i, j);
+                    dp *= z; /* dO V^T is the gradient of P Z */
                     double dcap;
                     const float s = (float)fa_ref_score(&pb, &p, b, h, i, j, sc * scale, &dcap);
                     const float pj = expf(s - L), ds = pj * (dp - D) * (float)dcap;
@@ -77,8 +81,8 @@ flashattn_status fa_reference_bwd_std_f32(const flashattn_tensor *q, const flash
                     }
                     for (int64_t c = 0; c < dvd; c++) {
                         const double oc = dow[c];
-                        gv[vr + c] += pj * (float)oc;
-                        tv[vr + c] += pj * fabs(oc);
+                        gv[vr + c] += pj * z * (float)oc;
+                        tv[vr + c] += pj * z * fabs(oc);
                     }
                 }
                 double *qr = dq + ((b * pb.seq_q + i) * pb.heads_q + h) * d;

@@ -1,4 +1,5 @@
-/* Plain f32 attention, the error yardstick for exact kernels. */
+/* Plain f32 attention, the error yardstick for exact kernels (dropout
+ * included: the same keep mask as the library, reference/dropout_ref.h). */
 #include "reference/attn_std_f32.h"
 
 #include <math.h>
@@ -7,6 +8,7 @@
 #include "api/validate.h"
 #include "core/dtype.h"
 #include "reference/attn_f64.h"
+#include "reference/dropout_ref.h"
 #include "reference/keys_ref.h"
 #include "reference/score_ref.h"
 
@@ -64,7 +66,8 @@ flashattn_status fa_reference_std_f32(const flashattn_tensor *q, const flashattn
                 }
                 for (int64_t j = lo; j < end; j++) {
                     const double *vr = vd + fa_widened_at(v, b, j, hk, 0);
-                    for (int64_t c = 0; c < DV; c++) o[c] += s[j] / sum * (float)vr[c];
+                    const float z = (float)fa_ref_dropout_z(&pb, &p, b, h, i, j);
+                    for (int64_t c = 0; c < DV; c++) o[c] += s[j] / sum * z * (float)vr[c];
                 }
                 double *orow = out + ((b * pb.seq_q + i) * pb.heads_q + h) * DV;
                 for (int64_t c = 0; c < DV; c++) orow[c] = round_to(o[c], out_dtype);
