@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/quant.h"
 #include "reference/random.h"
 
 unsigned fz_byte(fz_in *in) { return in->at < in->n ? in->p[in->at++] : 0u; }
@@ -48,7 +49,7 @@ int64_t fz_extent(const flashattn_tensor *t) {
     return last < INT64_MAX ? last + 1 : -1;
 }
 
-size_t fz_esize(flashattn_dtype dt) { return fa_dtype_float(dt) ? (size_t)fa_dtype_bytes(dt) : 4; }
+size_t fz_esize(flashattn_dtype dt) { return fa_dtype_valid(dt) ? (size_t)fa_dtype_bytes(dt) : 4; }
 
 static void put_elem(unsigned char *mem, flashattn_dtype dt, size_t i, double v) {
     if (dt == FLASHATTN_F16) {
@@ -57,6 +58,10 @@ static void put_elem(unsigned char *mem, flashattn_dtype dt, size_t i, double v)
     } else if (dt == FLASHATTN_BF16) {
         const uint16_t h = fa_f32_to_bf16((float)v);
         memcpy(mem + 2 * i, &h, 2);
+    } else if (fa_dtype_quant(dt)) {
+        /* a code standing for v at scale 3 / qmax: N(0, sigma) spans about
+         * the dtype's range, as a per-token quantised row does */
+        fa_quant_put(mem, dt, (int64_t)i, (float)v, 3.0f / fa_quant_max(dt));
     } else {
         const float f = (float)v;
         memcpy(mem + 4 * i, &f, 4);

@@ -41,7 +41,8 @@ void fz_fail(const char *ctx, const char *fmt, ...) __attribute__((format(printf
  * negative or the sum overflows int64. */
 int64_t fz_extent(const flashattn_tensor *t);
 
-/* Bytes of one element; 4 for a dtype the library does not know. */
+/* Bytes of one element (1 for the 8-bit cache dtypes); 4 for a dtype the
+ * library does not know. */
 size_t fz_esize(flashattn_dtype dt);
 
 /* A tensor and the memory it points at, allocated by fz_buf_alloc. */
@@ -63,7 +64,8 @@ extern char fz_unallocated[1];
 /* mem for t as it now is: exactly its extent when that is known and at
  * most FZ_MAX_ELEMS (covered), else 64 bytes (not covered: the library must
  * refuse the descriptor, or the call is not made). Every byte is filled
- * with finite values of t's dtype, N(0, sigma). t.data points at mem
+ * with finite values of t's dtype, N(0, sigma) (an 8-bit cache dtype: the
+ * codes of those values at scale 3 / its largest finite value). t.data points at mem
  * unless it is NULL. */
 void fz_buf_alloc(fz_buf *x, uint64_t *rng, double sigma);
 void fz_buf_free(fz_buf *x);

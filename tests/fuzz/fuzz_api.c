@@ -22,8 +22,9 @@
  *     the unit tests' rules: test_forward's for O and LSE (decode's per
  *     sequence over its cache rows, the appended rows rounded into the
  *     cache and nothing else of it changed), test_backward's for dQ, dK,
- *     dV (fa_bwd_pass_bounds), test_modifiers' for dsinks, test_dropout's
- *     with dropout, test_merge's for a merge.
+ *     dV (fa_bwd_pass_bounds), test_modifiers' for dsinks, test_merge's for
+ *     a merge; with dropout too (the plain f32 yardsticks apply the same
+ *     keep mask); an 8-bit cache's rows dequantised (element * scale).
  * The first byte picks the entry point; every later choice reads on.
  */
 #include <float.h>
@@ -37,6 +38,7 @@
 #include "api/decode.h"
 #include "api/forward.h"
 #include "core/dtype.h"
+#include "core/quant.h"
 #include "fuzz.h"
 #include "reference/attn_bwd_f64.h"
 #include "reference/attn_bwd_std_f32.h"
@@ -141,15 +143,39 @@ static void edit_tensor(fz *f, flashattn_tensor **ts, const char *const *names, 
 
 /* Whether the header forbids t in any call: an unknown dtype, a negative
  * size or stride, no head, a head_dim out of range, stride_dim not 1, an
- * extent past int64, no data for elements it has. (The 8-bit dtypes are
- * a cache's only, with scales, which the harness never gives.) */
-static int tensor_forbidden(const flashattn_tensor *t) {
-    if (!fa_dtype_float(t->dtype) || t->batch < 0 || t->seqlen < 0 || t->heads < 1 || t->head_dim < 1 ||
+ * extent past int64, no data for elements it has. The 8-bit dtypes are a
+ * KV cache's only (cache_tensor_forbidden). */
+static int any_tensor_forbidden(const flashattn_tensor *t, int cache) {
+    if (!(fa_dtype_float(t->dtype) || (cache && fa_dtype_quant(t->dtype))) || t->batch < 0 || t->seqlen < 0 || t->heads < 1 || t->head_dim < 1 ||
         t->head_dim > FLASHATTN_MAX_HEAD_DIM || t->stride_dim != 1 || t->stride_batch < 0 || t->stride_seq < 0 ||
         t->stride_head < 0)
         return 1;
     const int64_t ext = fz_extent(t);
     return ext < 0 || (ext > 0 && !t->data);
+}
+
+static int tensor_forbidden(const flashattn_tensor *t) { return any_tensor_forbidden(t, 0); }
+static int cache_tensor_forbidden(const flashattn_tensor *t) { return any_tensor_forbidden(t, 1); }
+
+/* Whether every (b, s, h) row of t has memory of its own (what an output
+ * needs): sorted by stride, each dimension steps over all inside it. */
+static int rows_own_memory(const flashattn_tensor *t) {
+    int64_t size[3] = {t->batch, t->seqlen, t->heads}, stride[3] = {t->stride_batch, t->stride_seq, t->stride_head};
+    for (int a = 0; a < 3; a++)
+        if (size[a] == 0) return 1;
+    for (int a = 0; a < 3; a++)
+        for (int b = a + 1; b < 3; b++)
+            if (stride[b] < stride[a]) {
+                const int64_t x = stride[a], n = size[a];
+                stride[a] = stride[b], size[a] = size[b], stride[b] = x, size[b] = n;
+            }
+    int64_t reach = t->head_dim;
+    for (int a = 0; a < 3; a++) {
+        if (size[a] <= 1) continue;
+        if (stride[a] < reach) return 0;
+        reach = stride[a] * (size[a] - 1) + reach;
+    }
+    return 1;
 }
 
 /* Whether the header forbids these params, fields past struct_size unread
@@ -288,11 +314,6 @@ static int dropout_on(const flashattn_params *p) {
            p->dropout_p != 0.0f;
 }
 
-/* test_dropout's per-element rule: |x - ref| <= tol (1 + |ref|). */
-static double dropout_tol(flashattn_dtype dt) {
-    return dt == FLASHATTN_F32 ? 2e-5 : dt == FLASHATTN_F16 ? 1e-3 : 8e-3;
-}
-
 /* One dense problem's O and LSE against the FP64 reference, by
  * test_forward's rule: f32 out, max error <= max(1e-5, twice plain f32
  * attention's); 16-bit out, <= twice plain f32's rounded to the dtype (past
@@ -342,15 +363,13 @@ static void check_fwd(fz *f, const flashattn_tensor *q_given, const flashattn_te
     double eplain = 0.0, err = 0.0;
     for (size_t i = 0; i < n; i++) eplain = fmax(eplain, fabs(plain[i] - ref[i]));
     const double bound = o->dtype == FLASHATTN_F32 ? fmax(1e-5, 2.0 * eplain) : 2.0 * eplain;
-    const int drop = dropout_on(p); /* (plain f32 attention knows no dropout: test_dropout's rule then) */
     for (int64_t b = 0; b < q->batch; b++)
         for (int64_t i = 0; i < q->seqlen; i++)
             for (int64_t h = 0; h < q->heads; h++)
                 for (int64_t c = 0; c < q->head_dim; c++) {
                     const double r = ref[((b * q->seqlen + i) * q->heads + h) * q->head_dim + c];
                     const double e = beyond_rounding(fa_tensor_get(o, b, i, h, c), r, o->dtype);
-                    if (drop ? !(fabs(fa_tensor_get(o, b, i, h, c) - r) <= dropout_tol(o->dtype) * (1.0 + fabs(r)))
-                             : !(e <= bound))
+                    if (!(e <= bound))
                         fz_fail(f->ctx, "%s: O[%lld,%lld,%lld,%lld] = %.9g, reference %.9g: error %.3g "
                                 "past one rounding > bound %.3g (plain f32 %.3g)", what, (long long)b,
                                 (long long)i, (long long)h, (long long)c, fa_tensor_get(o, b, i, h, c), r,
@@ -748,7 +767,6 @@ static void check_bwd(fz *f, const fwd_call *c, const fz_buf *g, const flashattn
     flashattn_status s = fa_reference_bwd_f64(q, k, v, dout, p, ref[0], ref[1], ref[2]);
     if (s) fz_fail(f->ctx, "backward: the library accepted a call the reference refuses (%d)", s);
     static const char *name[3] = {"dq", "dk", "dv"};
-    const int drop = dropout_on(p);
     for (int i = 0; i < 3; i++) {
         double terms[3] = {0, 0, 0}, *junk[3];
         const flashattn_tensor *out = &g[DQ + i].t;
@@ -770,11 +788,6 @@ static void check_bwd(fz *f, const fwd_call *c, const fz_buf *g, const flashattn
                     for (int64_t e = 0; e < D; e++) {
                         const double rv = ref[i][((b * S + r) * H + h) * D + e], got = fa_tensor_get(out, b, r, h, e);
                         const double x = beyond_rounding(got, rv, out->dtype);
-                        /* with dropout (plain f32 knows none), test_dropout's rule for gradients:
-                         * four times its forward tolerance, per element */
-                        if (drop && !(fabs(got - rv) <= 4.0 * dropout_tol(out->dtype) * (1.0 + fabs(rv))))
-                            fz_fail(f->ctx, "backward with dropout: %s[%lld,%lld,%lld,%lld] = %.9g, reference %.9g",
-                                    name[i], (long long)b, (long long)r, (long long)h, (long long)e, got, rv);
                         if (x != x) fz_fail(f->ctx, "backward: %s[%lld,%lld,%lld,%lld] is NaN", name[i],
                                             (long long)b, (long long)r, (long long)h, (long long)e);
                         if (x > emax) {
@@ -785,7 +798,7 @@ static void check_bwd(fz *f, const fwd_call *c, const fz_buf *g, const flashattn
                     }
         const double n = cnt[i] ? (double)cnt[i] : 1.0;
         const fa_bwd_bounds bd = fa_bwd_pass_bounds(out->dtype, perr, sqrt(psq / n), terms[i]);
-        if (!dropout_on(p) && !(emax <= bd.max_bound && sqrt(esq / n) <= bd.rms_bound))
+        if (!(emax <= bd.max_bound && sqrt(esq / n) <= bd.rms_bound))
             fz_fail(f->ctx, "backward: %s max error %.3g (bound %.3g, plain %.3g), rms %.3g (bound %.3g), terms %.3g; "
                     "worst %s[%lld,%lld,%lld,%lld] = %.9g, reference %.9g", name[i], emax, bd.max_bound, perr,
                     sqrt(esq / n), bd.rms_bound, terms[i], name[i], (long long)worst[0], (long long)worst[1],
@@ -897,11 +910,7 @@ static void fuzz_bwd(fz *f) {
                         !same_dims(ptrs[6], ptrs[1]) || !same_dims(ptrs[7], ptrs[2])))
         f->invalid = 1;
     if (!lse && ptrs[0] && ptrs[0]->batch > 0 && ptrs[0]->seqlen > 0) f->invalid = 1;
-    /* With dropout there is no plain f32 yardstick, and test_dropout's rule
-     * does not allow for a 16-bit O's rounding, which reaches every dS
-     * through D = rowsum(dO O) (a row whose one key gets P = 1 has dS = 0
-     * exactly, but not from a rounded O). */
-    f->compare = f->compare && !edits && !c.varlen && !(dropout_on(p) && c.t[O].t.dtype != FLASHATTN_F32);
+    f->compare = f->compare && !edits && !c.varlen;
     for (int i = 0; i < NFWD; i++) refit(f, &c.t[i], 0);
     for (int i = 0; i < NBWD; i++) refit(f, &g[i], i != DO);
     if (!can_call(f, c.t, NFWD) || !can_call(f, g, NBWD)) goto done;
@@ -948,6 +957,12 @@ typedef struct {
     int32_t lens32[MAXB + 8], bidx[MAXB + 8], leftpad[MAXB + 8], cu_q[MAXB + 9], table[(MAXB + 8) * MAXPAGES];
     flashattn_varlen vl;
     float *rot_cos, *rot_sin;
+    /* an 8-bit cache: its scale buffers (cache.k_scale, v_scale describe
+     * them); and an edit of one scale value, set once they are filled */
+    int quant;
+    fz_buf ks, vs;
+    int value_edit; /* 0 none, 1 k's first scale, 2 v's */
+    float edited_value;
 } dec_call;
 
 static int64_t dec_len(const dec_call *c, int64_t b) {
@@ -967,6 +982,31 @@ static int64_t cache_at(const dec_call *c, const flashattn_tensor *t, int64_t b,
     int64_t entry = c->cache.batch_idx ? c->bidx[b] : b, slot = j;
     if (c->paged) entry = c->table[b * c->max_pages + j / c->page], slot = j % c->page;
     return entry * t->stride_batch + slot * t->stride_seq + h * t->stride_head;
+}
+
+/* A scale tensor of `kind` for the 8-bit cache kv (flashattn_scale_kind). */
+static flashattn_tensor scale_shape(fz *f, const flashattn_tensor *kv, flashattn_scale_kind kind) {
+    if (kind == FLASHATTN_SCALE_PER_TOKEN)
+        return shape(FLASHATTN_F32, kv->batch, kv->seqlen, kv->heads, 1, (int)fz_below(&f->in, 4));
+    if (kind == FLASHATTN_SCALE_PER_CHANNEL)
+        return shape(FLASHATTN_F32, 1, 1, kv->heads, kv->head_dim, fz_chance(&f->in, 2) ? 0 : 2);
+    flashattn_tensor t = shape(FLASHATTN_F32, 1, 1, kv->heads, 1, 0);
+    if (fz_chance(&f->in, 3)) t.stride_head = 0; /* one scale for every kv-head, as vLLM's */
+    return t;
+}
+
+/* The cache as an 8-bit one (int8, fp8 e4m3 or e5m2) with a scale kind
+ * each for k and v. */
+static void make_quant(fz *f, dec_call *c) {
+    const flashattn_dtype dt =
+        (flashattn_dtype)FZ_PICK(&f->in, FLASHATTN_INT8, FLASHATTN_FP8_E4M3, FLASHATTN_FP8_E5M2);
+    c->quant = 1;
+    c->cache.k.dtype = c->cache.v.dtype = dt;
+    c->cache.k_scale_kind = (flashattn_scale_kind)fz_below(&f->in, 3);
+    c->cache.v_scale_kind = (flashattn_scale_kind)fz_below(&f->in, 3);
+    c->cache.k_scale = scale_shape(f, &c->cache.k, c->cache.k_scale_kind);
+    c->cache.v_scale = scale_shape(f, &c->cache.v, c->cache.v_scale_kind);
+    note(f, " quant=%d kinds=(%d,%d)", (int)dt, (int)c->cache.k_scale_kind, (int)c->cache.v_scale_kind);
 }
 
 static void build_dec(fz *f, dec_call *c) {
@@ -1084,6 +1124,7 @@ static void build_dec(fz *f, dec_call *c) {
          c->cache.batch_idx ? " batch_idx" : "", (long long)c->capacity, (long long)c->page, c->has_new,
          c->p.num_splits, c->cache.leftpad ? " leftpad" : "", c->rotary ? " rotary" : "",
          c->cache.seqlens_i64 ? " i64" : " i32");
+    if (fz_chance(&f->in, 3)) make_quant(f, c);
 }
 
 /* One field of the cache (or of the lengths, block table or batch_idx it
@@ -1091,7 +1132,8 @@ static void build_dec(fz *f, dec_call *c) {
 static void edit_cache(fz *f, dec_call *c) {
     flashattn_kv_cache *kc = &c->cache;
     const int64_t b = c->nseq ? fz_below(&f->in, (unsigned)c->nseq) : 0;
-    switch (fz_below(&f->in, 10)) {
+    static float never_read[1] = {1.0f};
+    switch (fz_below(&f->in, 12)) {
     case 0:
         /* the first release's struct has no batch_idx, leftpad, rotary: the
          * call then runs without them */
@@ -1161,6 +1203,36 @@ static void edit_cache(fz *f, dec_call *c) {
         else kc->rotary_sin = NULL;
         note(f, " edit:rotary interleaved=%d sin=%s", kc->rotary_interleaved, kc->rotary_sin ? "set" : "NULL");
         break;
+    case 9:
+        if (c->quant) {
+            flashattn_tensor *sc[2] = {&kc->k_scale, &kc->v_scale};
+            static const char *const names[2] = {"cache.k_scale", "cache.v_scale"};
+            edit_tensor(f, sc, names, 2);
+            f->compare = 0;
+        } else {
+            /* scales given to a float cache */
+            kc->k_scale = shape(FLASHATTN_F32, 1, 1, c->hkv, 1, 0);
+            kc->k_scale.data = never_read;
+            kc->k_scale_kind = FLASHATTN_SCALE_PER_HEAD;
+            note(f, " edit:scales on a float cache");
+        }
+        break;
+    case 10:
+        if (!c->quant) break;
+        if (fz_chance(&f->in, 2)) {
+            flashattn_scale_kind *kind = fz_chance(&f->in, 2) ? &kc->k_scale_kind : &kc->v_scale_kind;
+            *kind = (flashattn_scale_kind)FZ_PICK(&f->in, -1, 3, 7, 0, 1, 2);
+            f->compare = 0;
+            note(f, " edit:%s_scale_kind=%d", kind == &kc->k_scale_kind ? "k" : "v", (int)*kind);
+        } else {
+            /* the first scale value: only positive finite fixed ones are valid */
+            c->value_edit = 1 + (int)fz_below(&f->in, 2);
+            c->edited_value = (float)FZ_PICK(&f->in, 0, -1, 1, 2) * (fz_chance(&f->in, 2) ? 1.0f : 1e-40f);
+            if (fz_chance(&f->in, 3)) c->edited_value = fz_chance(&f->in, 2) ? NAN : INFINITY;
+            f->compare = 0;
+            note(f, " edit:%s_scale[0]=%g", c->value_edit == 1 ? "k" : "v", (double)c->edited_value);
+        }
+        break;
     default:
         c->p.bias = &c->mods.bias.s; /* (zeroed: its sizes fit no problem with rows) */
         f->compare = 0;
@@ -1177,8 +1249,28 @@ static int cache_forbidden(const dec_call *c) {
     if (kc->struct_size != sizeof v && kc->struct_size != offsetof(flashattn_kv_cache, batch_idx)) return 1;
     flashattn_kv_cache_init(&v);
     memcpy(&v, kc, kc->struct_size);
-    if (tensor_forbidden(&v.k) || tensor_forbidden(&v.v) || !same_dims(&v.k, &v.v) || v.k.dtype != v.v.dtype)
+    if (cache_tensor_forbidden(&v.k) || cache_tensor_forbidden(&v.v) || !same_dims(&v.k, &v.v) ||
+        v.k.dtype != v.v.dtype)
         return 1;
+    for (int t = 0; t < 2; t++) {
+        const flashattn_tensor *sc = t ? &v.v_scale : &v.k_scale, *kv = t ? &v.v : &v.k;
+        const flashattn_scale_kind kind = t ? v.v_scale_kind : v.k_scale_kind;
+        if (!fa_dtype_quant(kv->dtype)) {
+            if (sc->data) return 1; /* scales are an 8-bit cache's */
+            continue;
+        }
+        if (kind != FLASHATTN_SCALE_PER_TOKEN && kind != FLASHATTN_SCALE_PER_CHANNEL && kind != FLASHATTN_SCALE_PER_HEAD)
+            return 1;
+        if (!sc->data && kv->batch > 0 && kv->seqlen > 0) return 1;
+        if (sc->dtype != FLASHATTN_F32 || tensor_forbidden(sc)) return 1;
+        const int token = kind == FLASHATTN_SCALE_PER_TOKEN;
+        if (sc->batch != (token ? kv->batch : 1) || sc->seqlen != (token ? kv->seqlen : 1) ||
+            sc->heads != kv->heads || sc->head_dim != (kind == FLASHATTN_SCALE_PER_CHANNEL ? kv->head_dim : 1))
+            return 1;
+        if (token && c->has_new && !rows_own_memory(sc)) return 1; /* the append writes them */
+        /* fixed scales must be finite and > 0: an edited first one */
+        if (!token && c->value_edit == 1 + t && !(c->edited_value > 0.0f && c->edited_value <= FLT_MAX)) return 1;
+    }
     if ((v.seqlens_i32 && v.seqlens_i64) || (!v.seqlens_i32 && !v.seqlens_i64 && c->nseq > 0)) return 1;
     if (v.rotary_cos || v.rotary_sin) {
         if (!v.rotary_cos || !v.rotary_sin || v.rotary_dim < 2 || v.rotary_dim % 2 || v.rotary_dim > c->d ||
@@ -1200,25 +1292,57 @@ static int cache_forbidden(const dec_call *c) {
     return 0;
 }
 
+/* Scale of element x of cache row j (kv-head h) of sequence b, read from
+ * scale bytes `sb` laid out as sc describes for `kind`. */
+static float scale_of(const dec_call *c, const flashattn_tensor *sc, flashattn_scale_kind kind,
+                      const unsigned char *sb, int64_t b, int64_t j, int64_t h, int64_t x) {
+    const int64_t at = kind == FLASHATTN_SCALE_PER_TOKEN ? cache_at(c, sc, b, j, h)
+                       : kind == FLASHATTN_SCALE_PER_CHANNEL ? h * sc->stride_head + x
+                                                             : h * sc->stride_head;
+    float s;
+    memcpy(&s, sb + (size_t)at * sizeof(float), sizeof s);
+    return s;
+}
+
 /* The cache as a successful call must leave it: every byte as it was but
- * the appended rows, which hold k_new / v_new rounded to the cache dtype.
- * With rotary the appended rows are rotated, so only the rest is known:
- * *mask marks the bytes to compare. */
-static unsigned char *expected_cache(const dec_call *c, const fz_buf *cache, const fz_buf *nw, unsigned char **mask) {
+ * the appended rows, which hold k_new / v_new rounded to the cache dtype
+ * (an 8-bit one: narrow(x / scale) by core/quant.h's rule, per-token
+ * scales of the appended rows written into *sexp). With rotary the
+ * appended rows are rotated, so only the rest is known: *mask and *smask
+ * mark the bytes to compare. sbuf: the scales of an 8-bit cache, else NULL. */
+static unsigned char *expected_cache(const dec_call *c, const fz_buf *cache, const fz_buf *nw, unsigned char **mask,
+                                     const fz_buf *sbuf, flashattn_scale_kind kind, unsigned char **sexp,
+                                     unsigned char **smask) {
     unsigned char *e = fz_copy(cache->mem, cache->bytes);
     *mask = malloc(cache->bytes ? cache->bytes : 1);
     memset(*mask, 1, cache->bytes);
+    const size_t sbytes = sbuf ? sbuf->bytes : 0;
+    *sexp = sbuf ? fz_copy(sbuf->mem, sbytes) : NULL;
+    *smask = sbuf ? malloc(sbytes ? sbytes : 1) : NULL;
+    if (sbuf) memset(*smask, 1, sbytes);
     const flashattn_tensor *t = &cache->t;
     const size_t es = fz_esize(t->dtype);
+    float row[FLASHATTN_MAX_HEAD_DIM];
     for (int64_t b = 0; b < c->nseq && c->has_new; b++)
         for (int64_t j = 0; j < dec_added(c, b); j++)
             for (int64_t h = 0; h < c->hkv; h++) {
                 const int64_t at = cache_at(c, t, b, dec_len(c, b) + j, h);
+                for (int64_t x = 0; x < c->d; x++)
+                    row[x] = (float)(c->varlen ? fa_tensor_get(&nw->t, 0, c->cu_q[b] + j, h, x)
+                                               : fa_tensor_get(&nw->t, b, j, h, x));
+                if (sbuf && kind == FLASHATTN_SCALE_PER_TOKEN) {
+                    const float s = fa_quant_token_scale(row, c->d, t->dtype);
+                    const size_t sat = (size_t)cache_at(c, &sbuf->t, b, dec_len(c, b) + j, h) * sizeof(float);
+                    memcpy(*sexp + sat, &s, sizeof s);
+                    if (c->rotary) memset(*smask + sat, 0, sizeof s);
+                }
                 for (int64_t x = 0; x < c->d; x++) {
-                    const double v = c->varlen ? fa_tensor_get(&nw->t, 0, c->cu_q[b] + j, h, x)
-                                               : fa_tensor_get(&nw->t, b, j, h, x);
+                    const double v = row[x];
                     unsigned char *dst = e + (size_t)(at + x) * es;
-                    if (t->dtype == FLASHATTN_F32) {
+                    if (sbuf) {
+                        fa_quant_put(dst, t->dtype, 0, row[x],
+                                     scale_of(c, &sbuf->t, kind, *sexp, b, dec_len(c, b) + j, h, x));
+                    } else if (t->dtype == FLASHATTN_F32) {
                         const float v32 = (float)v;
                         memcpy(dst, &v32, 4);
                     } else {
@@ -1239,8 +1363,11 @@ static int same_where(const unsigned char *a, const unsigned char *b, const unsi
 }
 
 /* Rows of sequence b's keys (cache rows leftpad .. len + added - 1) out of
- * the expected cache, widened exactly to f32 [1, n, hkv, d]. */
-static fz_buf gather(const dec_call *c, const fz_buf *cache, const unsigned char *bytes, int64_t b) {
+ * the expected cache, widened exactly to f32 [1, n, hkv, d]; an 8-bit
+ * cache's dequantised (element * scale, one f32 product) with the
+ * expected scales sb laid out as sc describes. */
+static fz_buf gather(const dec_call *c, const fz_buf *cache, const unsigned char *bytes, int64_t b,
+                     const flashattn_tensor *sc, flashattn_scale_kind kind, const unsigned char *sb) {
     const int64_t pad = c->cache.leftpad ? c->leftpad[b] : 0, n = dec_len(c, b) + dec_added(c, b) - pad;
     fz_buf w = dense(FLASHATTN_F32, 1, n, c->hkv, c->d);
     flashattn_tensor src = cache->t;
@@ -1252,7 +1379,8 @@ static fz_buf gather(const dec_call *c, const fz_buf *cache, const unsigned char
                 flashattn_tensor one = src;
                 one.batch = one.seqlen = one.heads = 1;
                 one.data = (char *)bytes + (size_t)(at + x) * fz_esize(src.dtype);
-                const float v = (float)fa_tensor_get(&one, 0, 0, 0, 0);
+                float v = (float)fa_tensor_get(&one, 0, 0, 0, 0);
+                if (sb) v *= scale_of(c, sc, kind, sb, b, pad + j, h, x);
                 memcpy(w.mem + (size_t)((j * c->hkv + h) * c->d + x) * 4, &v, 4);
             }
         }
@@ -1271,14 +1399,25 @@ static fz_buf widen_rows(const flashattn_tensor *t, int64_t batch, int64_t r0, i
     return w;
 }
 
-static void check_dec(fz *f, const dec_call *c, const unsigned char *kexp, const unsigned char *vexp) {
-    const int f32 = c->q.t.dtype == FLASHATTN_F32 && c->cache.k.dtype == FLASHATTN_F32 &&
+/* Each sequence's O and LSE against the reference over its expected
+ * cache rows (dequantised for an 8-bit cache, with the expected scales
+ * ksexp, vsexp): the all-f32 rule when q, the cache and k_new are f32, or
+ * the cache 8-bit (docs/quantised-cache.md). */
+static void check_dec(fz *f, const dec_call *c, const unsigned char *kexp, const unsigned char *vexp,
+                      const unsigned char *ksexp, const unsigned char *vsexp) {
+    const int f32 = c->q.t.dtype == FLASHATTN_F32 && (c->cache.k.dtype == FLASHATTN_F32 || c->quant) &&
                     (!c->has_new || c->kn.t.dtype == FLASHATTN_F32);
     flashattn_params pd = c->p;
     pd.varlen = NULL;
     for (int64_t b = 0; b < c->nseq; b++) {
         const int64_t rows = dec_rows_q(c, b), r0 = c->varlen ? c->cu_q[b] : 0, qb = c->varlen ? 0 : b;
-        fz_buf q = widen_rows(&c->q.t, qb, r0, rows), k = gather(c, &c->kc, kexp, b), v = gather(c, &c->vc, vexp, b);
+        fz_buf q = widen_rows(&c->q.t, qb, r0, rows);
+        fz_buf k = gather(c, &c->kc, kexp, b, &c->ks.t, c->cache.k_scale_kind, ksexp);
+        fz_buf v = gather(c, &c->vc, vexp, b, &c->vs.t, c->cache.v_scale_kind, vsexp);
+        if (c->quant && !(logit_bound(&q.t, &k.t, &c->p) < FLT_MAX / 64)) {
+            fz_buf_free(&q), fz_buf_free(&k), fz_buf_free(&v);
+            continue;
+        }
         flashattn_tensor o = c->o.t;
         o.data = (char *)o.data + (size_t)(qb * o.stride_batch + r0 * o.stride_seq) * fz_esize(o.dtype);
         o.batch = 1, o.seqlen = rows;
@@ -1340,6 +1479,24 @@ static void fuzz_dec(fz *f) {
         if (!bufs[i]->covered && !f->invalid) goto done;
     }
     c.cache.k.data = c.kc.t.data, c.cache.v.data = c.vc.t.data;
+    if (c.quant) {
+        /* scales as a per-token quantisation of N(0, 1) rows would give, times
+         * 2^[-1, 1]; then the edited value, if any */
+        c.ks.t = c.cache.k_scale, c.vs.t = c.cache.v_scale;
+        fz_buf *sb[2] = {&c.ks, &c.vs};
+        for (int t = 0; t < 2; t++) {
+            fz_buf_alloc(sb[t], &f->rng, 1.0);
+            if (!sb[t]->covered && !f->invalid) goto done;
+            if (sb[t]->t.dtype != FLASHATTN_F32) continue;
+            const float unit = 3.0f / fa_quant_max(c.cache.k.dtype);
+            for (size_t i = 0; i < sb[t]->bytes / sizeof(float); i++) {
+                const float x = unit * exp2f((float)(fa_rand_u64(&f->rng) % 2049) / 1024.0f - 1.0f);
+                memcpy(sb[t]->mem + i * sizeof(float), &x, sizeof x);
+            }
+            if (c.value_edit == 1 + t && sb[t]->bytes >= sizeof(float)) memcpy(sb[t]->mem, &c.edited_value, sizeof(float));
+        }
+        c.cache.k_scale.data = c.ks.t.data, c.cache.v_scale.data = c.vs.t.data;
+    }
     {
         const int64_t ln = lse_count(&c.q.t);
         c.lse_n = ln >= 0 ? (size_t)ln : 0;
@@ -1359,11 +1516,13 @@ static void fuzz_dec(fz *f) {
         make_ws(f, &w, ss, need);
         unsigned char *o0 = fz_copy(c.o.mem, c.o.bytes), *l0 = fz_copy(c.lse, c.lse_n * sizeof(float));
         unsigned char *k0 = fz_copy(c.kc.mem, c.kc.bytes), *v0 = fz_copy(c.vc.mem, c.vc.bytes);
+        unsigned char *ks0 = fz_copy(c.ks.mem, c.ks.bytes), *vs0 = fz_copy(c.vs.mem, c.vs.bytes);
         unsigned char *km = NULL, *vm = NULL, *kexp = NULL, *vexp = NULL;
+        unsigned char *ksm = NULL, *vsm = NULL, *ksexp = NULL, *vsexp = NULL;
         /* (what an invalid edit made of the lengths would index past the cache) */
         if (!f->invalid && (f->compare || !edits)) {
-            kexp = expected_cache(&c, &c.kc, &c.kn, &km);
-            vexp = expected_cache(&c, &c.vc, &c.vn, &vm);
+            kexp = expected_cache(&c, &c.kc, &c.kn, &km, c.quant ? &c.ks : NULL, c.cache.k_scale_kind, &ksexp, &ksm);
+            vexp = expected_cache(&c, &c.vc, &c.vn, &vm, c.quant ? &c.vs : NULL, c.cache.v_scale_kind, &vsexp, &vsm);
         }
         const flashattn_status s = fa_decode_ex(ptrs[0], cp, kn, vn, ptrs[1], c.lse, &c.p, w.mem, w.bytes, f->kern);
         check_status(f, ss, s, &w);
@@ -1372,15 +1531,23 @@ static void fuzz_dec(fz *f) {
             untouched(f, c.lse, l0, c.lse_n * sizeof(float), "lse");
             untouched(f, c.kc.mem, k0, c.kc.bytes, "cache.k");
             untouched(f, c.vc.mem, v0, c.vc.bytes, "cache.v");
+            untouched(f, c.ks.mem, ks0, c.ks.bytes, "cache.k_scale");
+            untouched(f, c.vs.mem, vs0, c.vs.bytes, "cache.v_scale");
         } else if (kexp) {
             if (!edits && (!same_where(c.kc.mem, kexp, km, c.kc.bytes) || !same_where(c.vc.mem, vexp, vm, c.vc.bytes)))
                 fz_fail(f->ctx, "the cache after the call is not the old rows plus the appended ones");
-            if (f->compare && logit_bound(&c.q.t, &c.kc.t, &c.p) < FLT_MAX / 64) check_dec(f, &c, kexp, vexp);
+            if (!edits && c.quant &&
+                (!same_where(c.ks.mem, ksexp, ksm, c.ks.bytes) || !same_where(c.vs.mem, vsexp, vsm, c.vs.bytes)))
+                fz_fail(f->ctx, "the scales after the call are not the old ones plus the appended rows'");
+            if (f->compare && (c.quant || logit_bound(&c.q.t, &c.kc.t, &c.p) < FLT_MAX / 64))
+                check_dec(f, &c, kexp, vexp, ksexp, vsexp);
         }
         free(o0), free(l0), free(k0), free(v0), free(km), free(vm), free(kexp), free(vexp), free(w.mem);
+        free(ks0), free(vs0), free(ksm), free(vsm), free(ksexp), free(vsexp);
     }
 done:
     for (int i = 0; i < 6; i++) fz_buf_free(bufs[i]);
+    fz_buf_free(&c.ks), fz_buf_free(&c.vs);
     free(c.lse), free(c.rot_cos), free(c.rot_sin);
     free_mods(&c.mods);
 }
