@@ -16,9 +16,11 @@
  *
  * Layout is given by element strides, so FlashAttention's [b, s, h, d] and
  * PyTorch's [b, h, s, d] (Ascend BNSD) both work without copies: only the
- * innermost (head_dim) stride must be 1. Strides may be any non-negative value
- * (0 broadcasts), except that O must not alias itself: distinct (b, s, h)
- * coordinates of O must address distinct rows.
+ * innermost (head_dim) stride must be 1. Strides may be any value from 0
+ * (broadcast) to FLASHATTN_MAX_STRIDE elements, that of a dimension of size 1
+ * too (larger ones address no memory; they are refused with
+ * FLASHATTN_ERR_OVERFLOW), except that O must not alias itself: distinct
+ * (b, s, h) coordinates of O must address distinct rows.
  *
  * Semantics are FlashAttention-2's:
  *   O[i] = softmax(scale * Q[i] K^T + mask) V, over the keys row i can see.
@@ -86,6 +88,8 @@ extern "C" {
 #define FLASHATTN_VERSION_PATCH 0
 
 #define FLASHATTN_MAX_HEAD_DIM 576
+/* The largest stride, in elements, of any dimension of a tensor (2^56). */
+#define FLASHATTN_MAX_STRIDE ((int64_t)1 << 56)
 /* The longest sequence flashattn_bwd takes (see there). */
 #define FLASHATTN_MAX_BWD_SEQ ((int64_t)1 << 24)
 

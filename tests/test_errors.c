@@ -105,6 +105,8 @@ int main(void) {
     CASE(FLASHATTN_ERR_OVERFLOW, (f.q.t.seqlen = f.o.t.seqlen = INT64_MAX / 2,
                                   f.q.t.stride_seq = f.o.t.stride_seq = 1 << 20));
     CASE(FLASHATTN_ERR_OVERFLOW, (f.q.t.stride_seq = f.o.t.stride_seq = (int64_t)1 << 61));
+    /* a stride past FLASHATTN_MAX_STRIDE (refused on a dimension of size 1 too: tests/fuzz corpus) */
+    CASE(FLASHATTN_ERR_OVERFLOW, f.v.t.stride_batch = FLASHATTN_MAX_STRIDE + 1);
     CASE(FLASHATTN_ERR_NULL_POINTER, f.q.t.data = NULL);
 
     /* a NULL tensor pointer */

@@ -148,7 +148,8 @@ static void edit_tensor(fz *f, flashattn_tensor **ts, const char *const *names, 
 static int any_tensor_forbidden(const flashattn_tensor *t, int cache) {
     if (!(fa_dtype_float(t->dtype) || (cache && fa_dtype_quant(t->dtype))) || t->batch < 0 || t->seqlen < 0 || t->heads < 1 || t->head_dim < 1 ||
         t->head_dim > FLASHATTN_MAX_HEAD_DIM || t->stride_dim != 1 || t->stride_batch < 0 || t->stride_seq < 0 ||
-        t->stride_head < 0)
+        t->stride_head < 0 || t->stride_batch > FLASHATTN_MAX_STRIDE || t->stride_seq > FLASHATTN_MAX_STRIDE ||
+        t->stride_head > FLASHATTN_MAX_STRIDE)
         return 1;
     const int64_t ext = fz_extent(t);
     return ext < 0 || (ext > 0 && !t->data);
@@ -1163,8 +1164,10 @@ static void edit_cache(fz *f, dec_call *c) {
         break;
     case 4:
         if (c->paged) {
-            if (!c->nseq || dec_len(c, b) + dec_added(c, b) <= 0) break;
-            const int64_t last = (dec_len(c, b) + dec_added(c, b) - 1) / c->page;
+            const int64_t rows = sat_add(dec_len(c, b), dec_added(c, b));
+            if (!c->nseq || rows <= 0) break;
+            const int64_t last = (rows - 1) / c->page;
+            if (last >= c->max_pages) break; /* (an earlier edit of the lengths: past the table) */
             c->table[b * c->max_pages + last] = (int32_t)FZ_PICK(&f->in, -1, INT32_MIN, kc->k.batch, INT32_MAX);
             c->bad_table = 1; /* (the page holding the last row: always read) */
             note(f, " edit:block_table[%lld][%lld]=%d", (long long)b, (long long)last,
