@@ -18,9 +18,9 @@
  * PyTorch's [b, h, s, d] (Ascend BNSD) both work without copies: only the
  * innermost (head_dim) stride must be 1. Strides may be any value from 0
  * (broadcast) to FLASHATTN_MAX_STRIDE elements, that of a dimension of size 1
- * too (larger ones address no memory; they are refused with
- * FLASHATTN_ERR_OVERFLOW), except that O must not alias itself: distinct
- * (b, s, h) coordinates of O must address distinct rows.
+ * too (larger ones address no memory; a tensor with elements that has one is
+ * refused with FLASHATTN_ERR_OVERFLOW), except that O must not alias itself:
+ * distinct (b, s, h) coordinates of O must address distinct rows.
  *
  * Semantics are FlashAttention-2's:
  *   O[i] = softmax(scale * Q[i] K^T + mask) V, over the keys row i can see.

@@ -315,10 +315,11 @@ static flashattn_status tensor_extent(const flashattn_tensor *t, const char *nam
     const int64_t dims[4] = {t->batch, t->seqlen, t->heads, t->head_dim};
     const int64_t strides[4] = {t->stride_batch, t->stride_seq, t->stride_head, t->stride_dim};
     int64_t last = 0, count = 1;
-    /* Every stride, even of a dimension of size 1 (which never steps), so
-     * that the kernels' stride * element size (times a few rows of
-     * prefetch distance) cannot overflow. */
-    for (int i = 0; i < 4; i++)
+    /* Every stride of a tensor with elements, even of a dimension of size
+     * 1 (which never steps), so that the kernels' stride * element size
+     * (times a few rows of prefetch distance) cannot overflow. */
+    const int empty = dims[0] == 0 || dims[1] == 0 || dims[2] == 0 || dims[3] == 0;
+    for (int i = 0; i < 4 && !empty; i++)
         if (strides[i] > FLASHATTN_MAX_STRIDE)
             return fa_fail(FLASHATTN_ERR_OVERFLOW, "%s: a stride of %lld elements is past FLASHATTN_MAX_STRIDE (2^56)",
                            name, (long long)strides[i]);

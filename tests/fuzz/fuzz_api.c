@@ -148,11 +148,12 @@ static void edit_tensor(fz *f, flashattn_tensor **ts, const char *const *names, 
 static int any_tensor_forbidden(const flashattn_tensor *t, int cache) {
     if (!(fa_dtype_float(t->dtype) || (cache && fa_dtype_quant(t->dtype))) || t->batch < 0 || t->seqlen < 0 || t->heads < 1 || t->head_dim < 1 ||
         t->head_dim > FLASHATTN_MAX_HEAD_DIM || t->stride_dim != 1 || t->stride_batch < 0 || t->stride_seq < 0 ||
-        t->stride_head < 0 || t->stride_batch > FLASHATTN_MAX_STRIDE || t->stride_seq > FLASHATTN_MAX_STRIDE ||
-        t->stride_head > FLASHATTN_MAX_STRIDE)
+        t->stride_head < 0)
         return 1;
     const int64_t ext = fz_extent(t);
-    return ext < 0 || (ext > 0 && !t->data);
+    const int far = t->stride_batch > FLASHATTN_MAX_STRIDE || t->stride_seq > FLASHATTN_MAX_STRIDE ||
+                    t->stride_head > FLASHATTN_MAX_STRIDE; /* (refused unless the tensor is empty) */
+    return ext < 0 || (ext > 0 && (!t->data || far));
 }
 
 static int tensor_forbidden(const flashattn_tensor *t) { return any_tensor_forbidden(t, 0); }
