@@ -207,6 +207,9 @@ int main(int argc, char **argv) {
             bwd(1024, 8, 128, 0, t);
             bwd(2048, 8, 128, 1, t);
             bwd(256, 8, 64, 0, t);
+            bwd(512, 8, 128, 1, t);
+            bwd(1024, 8, 128, 1, t);
+            bwd(4096, 8, 128, 1, t);
         }
         if (!strcmp(only, "all") || !strcmp(only, "dec")) {
             dec(8192, 1, 32, 8, 128, t, FLASHATTN_F16);

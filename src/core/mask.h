@@ -78,6 +78,36 @@ static inline void fa_mask_rows_seeing(const fa_mask *m, int64_t seq_q, int64_t 
     *ie = lo;
 }
 
+/* The columns of a transposed tile of queries [i0, i1) (the backward's S^T:
+ * keys down the rows, column c is query i0 + c) that key rows [ja, jb)
+ * need: [*ca, *ce) relative to i0, the queries that see any of those keys
+ * widened to whole groups of `grain` columns counted from i0, clipped to
+ * lim; *ca = *ce = 0 when no query of the tile sees them. Every column
+ * outside is hidden from every key of the rows. Both ends only grow with
+ * the keys. Binary searches over the tile's queries. */
+static inline void fa_mask_cols_seeing(const fa_mask *m, int64_t i0, int64_t i1, int64_t ja,
+                                       int64_t jb, int64_t grain, int64_t lim, int64_t *ca,
+                                       int64_t *ce) {
+    int64_t lo = i0, hi = i1;
+    while (lo < hi) { /* first query whose end is past ja */
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (fa_mask_end(m, mid) > ja) hi = mid; else lo = mid + 1;
+    }
+    const int64_t a = lo;
+    hi = i1;
+    while (lo < hi) { /* first query that starts at or after jb */
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (fa_mask_lo(m, mid) >= jb) hi = mid; else lo = mid + 1;
+    }
+    if (a >= lo) {
+        *ca = *ce = 0;
+        return;
+    }
+    const int64_t e = (lo - i0 + grain - 1) / grain * grain;
+    *ca = (a - i0) / grain * grain;
+    *ce = e < lim ? e : lim;
+}
+
 /* Keys [*j_beg, *j_end) of part `split` of `splits` (split-KV): consecutive
  * parts of the keys [lo, end) that rows see, each a whole number of steps
  * of bn keys; late parts may be empty. */

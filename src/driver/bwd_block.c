@@ -64,67 +64,81 @@ typedef struct {
     float *dq;
     atomic_int *lock;
     int64_t h; /* the query head */
+    int open;  /* every query sees every key of the item (the mask cuts no row) */
 } q_tile;
 
-/* dL/dbias += dS of key j (sequence-relative) for the tile's m queries:
+/* dL/dbias += dS of key j (sequence-relative) for the tile's queries
+ * [a, cm) (the others' dS is 0 there: the mask hides the key from them):
  * the logit's gradient after the bias, before the softcap's factor. Only
  * this item writes these elements (validate.c's check_dbias), in the
  * order of its heads, q-blocks and queries: deterministic. */
 static void add_dbias(const fa_bwd_problem *pb, const fa_seq *seq, const q_tile *q, int64_t j,
-                      const float *ds, int64_t m) {
+                      const float *ds, int64_t a, int64_t cm) {
     const flashattn_scores *t = pb->dbias;
     const int64_t tb = t->batch > 1 ? seq->idx : 0, th = t->heads > 1 ? q->h : 0;
     float *at = (float *)t->data + tb * t->stride_batch + th * t->stride_head +
                 (t->seq_k > 1 ? j : 0) * t->stride_k;
     if (t->seq_q > 1)
-        for (int64_t c = 0; c < m; c++) at[(q->i0 + c) * t->stride_q] += ds[c];
+        for (int64_t c = a; c < cm; c++) at[(q->i0 + c) * t->stride_q] += ds[c];
     else
-        for (int64_t c = 0; c < m; c++) at[0] += ds[c];
+        for (int64_t c = a; c < cm; c++) at[0] += ds[c];
 }
 
-/* Dropout on a tile whose S^T holds P^T and dP^T holds dP'^T - D (dP' =
- * dO V^T, the gradient of P Z): with Z the mask over 1 - p,
+/* Dropout on key rows [r0, r0 + mm) of a tile, over their columns [a, e),
+ * where S^T holds P^T and dP^T holds dP'^T - D (dP' = dO V^T, the
+ * gradient of P Z): with Z the mask over 1 - p,
  *   dS = P (Z dP' - D)   and   P^T becomes (P Z)^T for dV,
  * D = rowsum(dO * O) being dO . (P Z) V already. Z^T comes from
  * dropout_cols, the forward's mask transposed; the update then runs along
- * the tile's rows. */
-static void dropout_tile(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
-                         const fa_seq *seq, const kv_item *t, const q_tile *q, int64_t m) {
+ * the tile's rows. dd: D of the tile's queries. */
+static void dropout_rows(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
+                         const fa_seq *seq, const kv_item *t, const q_tile *q, int64_t m,
+                         const float *dd, int r0, int mm, int64_t a, int64_t e) {
     const fa_problem *f = &pb->f;
-    const int64_t lt = plan->tile_ld, dv = f->head_dim_v, dva = dv + 1, nr = kern->nr;
-    const int64_t m16 = fa_round_up_i64(m, FA_COL_ALIGN);
-    const int keys = (int)(t->j1 - t->j0);
-    float *dd = t->cols + fa_round_up_i64(plan->block_m, FA_COL_ALIGN); /* D per query */
-    if (!plan->bf16_dot) /* (the dot route's dot_scores put them there) */
-        for (int64_t c = 0; c < m16; c++)
-            dd[c] = q->dot[(q->i0 + c) / nr * dva * nr + dv * nr + (q->i0 + c) % nr];
+    const int64_t lt = plan->tile_ld, cm = e < m ? e : m;
     uint32_t key[2];
     fa_dropout_key(&f->dropout, seq->idx * f->heads_q + q->h, key);
-    kern->dropout_cols(t->drop, lt, keys, m, key, (uint32_t)q->i0, f->dropout.offset, t->j0, f->dropout.threshold,
-                       f->dropout.scale);
-    for (int r = 0; r < keys; r++)
-        for (int64_t c = m; c < m16; c++) t->drop[r * lt + c] = 0.0f;
-    for (int r = 0; r < keys; r++) {
+    float *z = t->drop + r0 * lt;
+    if (cm > a)
+        kern->dropout_cols(z + a, lt, mm, cm - a, key, (uint32_t)(q->i0 + a), f->dropout.offset,
+                           t->j0 + r0, f->dropout.threshold, f->dropout.scale);
+    for (int r = 0; r < mm; r++)
+        for (int64_t c = cm > a ? cm : a; c < e; c++) z[r * lt + c] = 0.0f;
+    for (int r = r0; r < r0 + mm; r++) {
         float *p = t->st + r * lt, *ds = t->dpt + r * lt;
         const float *zr = t->drop + r * lt;
         if (kern->careful)
-            for (int64_t c = 0; c < m16; c++) {
+            for (int64_t c = a; c < e; c++) {
                 ds[c] = fa_careful_mul(p[c], zr[c] * (ds[c] + dd[c]) - dd[c]);
                 p[c] = fa_careful_mul(p[c], zr[c]);
             }
         else
-            for (int64_t c = 0; c < m16; c++) {
+            for (int64_t c = a; c < e; c++) {
                 ds[c] = p[c] * (zr[c] * (ds[c] + dd[c]) - dd[c]);
                 p[c] *= zr[c];
             }
     }
 }
 
+/* The columns [*a, *e) of the tile that key rows [r, r + mm) compute:
+ * whole panels of nr queries that see any of the keys, within m16; the
+ * mask hides the rest of the rows from every query (their P, dS are 0),
+ * so a causal or windowed tile's products skip them. All of them when
+ * the mask cuts no row of the tile (q->open). */
+static void strip_span(const fa_seq *seq, const kv_item *t, const q_tile *q, int r, int mm, int nr,
+                       int64_t m16, int64_t *a, int64_t *e) {
+    if (q->open) {
+        *a = 0, *e = m16;
+        return;
+    }
+    fa_mask_cols_seeing(&seq->mask, q->i0, q->i1, t->j0 + r, t->j0 + r + mm, nr, m16, a, e);
+}
+
 /* S^T - lse2 and dP^T - D of one tile on the bf16 dot-product route: the
  * products on gemm_bf16, then each query's lse2 and D (rows d and dv of
- * its Q^T and dO^T panels) subtracted. */
+ * its Q^T and dO^T panels) subtracted; strips only over their span. */
 static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv_item *t,
-                       const q_tile *q, const fa_problem *f) {
+                       const q_tile *q, const fa_problem *f, const fa_seq *seq) {
     const int64_t d = f->head_dim, bm = plan->block_m, lt = plan->tile_ld, da = d + 1, dh = (d + 1) / 2;
     const int64_t dv = f->head_dim_v, dva = dv + 1, dvh = (dv + 1) / 2;
     const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
@@ -139,6 +153,9 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
         const uint32_t *dop = (const uint32_t *)(q->dot + (i0 + c) * dva);
         for (int r = 0; r < keys; r += mr) {
             const int mm = keys - r < mr ? keys - r : mr;
+            int64_t a, e;
+            strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
+            if (c < a || c >= e) continue;
             kern->gemm_bf16(mm, n, dh, k16 + r * 2 * dh, 2 * dh, qp, nr, st + r * lt + c, lt, 0,
                             f->scale_log2);
             kern->gemm_bf16(mm, n, dvh, v16 + r * 2 * dvh, 2 * dvh, dop, nr, dpt + r * lt + c, lt, 0,
@@ -149,18 +166,61 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
         l2[c] = q->qt[(i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr];
         dd[c] = q->dot[(i0 + c) / nr * dva * nr + dv * nr + (i0 + c) % nr];
     }
-    for (int r = 0; r < keys; r++)
-        for (int64_t c = 0; c < m16; c++) st[r * lt + c] -= l2[c], dpt[r * lt + c] -= dd[c];
+    for (int r = 0; r < keys; r += mr) {
+        const int mm = keys - r < mr ? keys - r : mr;
+        int64_t a, e;
+        strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
+        for (int rr = r; rr < r + mm; rr++)
+            for (int64_t c = a; c < e; c++) st[rr * lt + c] -= l2[c], dpt[rr * lt + c] -= dd[c];
+    }
 }
 
-/* One block_m x block_n tile. (Software prefetch of the next tile's
- * operands, which stream from L3, was tried: no gain measurable here, and
- * the prefetch loops stalled on fill buffers.) */
+/* dQ^T (+)= K^T dS^T for the tile's query panel [c, c + n): over the key
+ * strips whose span holds the panel, in runs of consecutive strips (each
+ * element one FMA chain over the keys in order, as one call over all keys
+ * would give: the keys left out have dS = 0 there). accumulate: dst holds
+ * this item's sum so far; otherwise the first run overwrites it, and a
+ * panel no key strip reaches is cleared. */
+static void dq_panel(const fa_bwd_plan *plan, const fa_kernels *kern, const kv_item *t,
+                     const q_tile *q, const fa_seq *seq, int64_t d, int64_t m16, int64_t c, int n,
+                     float *dst, int accumulate) {
+    const int64_t bm = plan->block_m, bn = plan->block_n, lt = plan->tile_ld;
+    const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
+    int acc = accumulate;
+    for (int r = 0; r < keys;) {
+        int64_t a, e;
+        int end = r;
+        for (; end < keys; end += mr) {
+            strip_span(seq, t, q, end, keys - end < mr ? keys - end : mr, nr, m16, &a, &e);
+            if (c < a || c >= e) break;
+        }
+        if (end > keys) end = keys;
+        if (end == r) { /* strip r does not reach the panel */
+            r += mr;
+            continue;
+        }
+        for (int64_t rd = 0; rd < d; rd += mr)
+            kern->gemm((int)(d - rd < mr ? d - rd : mr), n, end - r, t->kt + rd * bn + r, bn,
+                       t->dpt + r * lt + c, lt, dst + rd * bm + c, bm, acc);
+        acc = 1;
+        r = end;
+    }
+    if (!acc) /* k = 0: C = 0 */
+        for (int64_t rd = 0; rd < d; rd += mr)
+            kern->gemm((int)(d - rd < mr ? d - rd : mr), n, 0, t->kt, bn, t->dpt, lt,
+                       dst + rd * bm + c, bm, 0);
+}
+
+/* One block_m x block_n tile. Each strip of mr keys works only on its
+ * span of query panels (strip_span): on a tile the diagonal of a causal
+ * mask crosses, about half the products. (Software prefetch of the next
+ * tile's operands, which stream from L3, was tried: no gain measurable
+ * here, and the prefetch loops stalled on fill buffers.) */
 static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                  const fa_seq *seq, const kv_item *t, const q_tile *q, const fa_scores *scores,
                  int tile) {
     const fa_problem *f = &pb->f;
-    const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m, bn = plan->block_n;
+    const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m;
     const int64_t dvp = f->head_dim_v_pad, lt = plan->tile_ld, da = d + 1, dva = f->head_dim_v + 1;
     const int mr = kern->mr, nr = kern->nr;
     const int keys = (int)(t->j1 - t->j0);
@@ -169,74 +229,96 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
      * and i0 * dva; column slice c of the rows starts at (c / nr) * seq_q * nr. */
     const int64_t slice = f->seq_q * nr;
     float *st = t->st, *dpt = t->dpt;
+    int64_t a, e;
 
     /* S^T - lse2 and dP^T - D; query columns past seq_q in the last panel
      * are zero with lse2 = +inf, so they come out -inf (P = 0) and 0. */
-    if (plan->bf16_dot) dot_scores(plan, kern, t, q, f);
+    if (plan->bf16_dot) dot_scores(plan, kern, t, q, f, seq);
     for (int64_t c = 0; !plan->bf16_dot && c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
-        for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, da, t->kaug + r * da, da,
-                       q->qt + (i0 + c) * da, nr, st + r * lt + c, lt, 0);
+        for (int r = 0; r < keys; r += mr) {
+            const int mm = keys - r < mr ? keys - r : mr;
+            strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
+            if (c < a || c >= e) continue;
+            kern->gemm(mm, n, da, t->kaug + r * da, da, q->qt + (i0 + c) * da, nr, st + r * lt + c,
+                       lt, 0);
+            kern->gemm(mm, n, dva, t->vaug + r * dva, dva, q->dot + (i0 + c) * dva, nr,
+                       dpt + r * lt + c, lt, 0);
+        }
     }
-    for (int64_t c = 0; !plan->bf16_dot && c < m16; c += nr) {
-        const int n = (int)(m16 - c < nr ? m16 - c : nr);
-        for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, dva, t->vaug + r * dva, dva,
-                       q->dot + (i0 + c) * dva, nr, dpt + r * lt + c, lt, 0);
-    }
-    /* The score stage; only tiles that cut some query's visible range need
+    /* The score stage; only strips that cut some query's visible range need
      * the mask. The softcap wants each query's lse2 (row d of its panel;
-     * the dot route has them already). */
+     * the dot route has them already), dropout each query's D. */
     const fa_scores sc = *scores;
     if (sc.cap2 != 0.0f && !plan->bf16_dot)
         for (int64_t c = 0; c < m; c++) t->cols[c] = q->qt[(i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr];
-    const int full = fa_mask_block_full(&seq->mask, i0, i1, t->j0, t->j1);
-    fa_score_tile_t(kern, &sc, st, lt, keys, i0, m, t->j0, full, tile, t->cols, t->dcap);
-    /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
-    for (int r = 0; r < keys; r++) kern->exp2_sum(st + r * lt, m16, 0.0f);
-    if (fa_dropout_on(&f->dropout)) dropout_tile(pb, plan, kern, seq, t, q, m);
-    for (int r = 0; r < keys; r++) {
-        float *p = st + r * lt, *ds = dpt + r * lt;
-        /* (careful: the rule for non-finite inputs, 0 times anything is 0) */
-        if (fa_dropout_on(&f->dropout)) {
-        } else if (kern->careful) {
-            for (int64_t c = 0; c < m16; c++) ds[c] = fa_careful_mul(ds[c], p[c]);
-        } else {
-            for (int64_t c = 0; c < m16; c++) ds[c] *= p[c];
+    float *dd = t->cols + fa_round_up_i64(bm, FA_COL_ALIGN);
+    if (fa_dropout_on(&f->dropout) && !plan->bf16_dot) /* (dot_scores put them there) */
+        for (int64_t c = 0; c < m16; c++)
+            dd[c] = q->dot[(i0 + c) / nr * dva * nr + f->head_dim_v * nr + (i0 + c) % nr];
+    for (int r = 0; r < keys; r += mr) {
+        const int mm = keys - r < mr ? keys - r : mr;
+        strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
+        if (a >= e) continue;
+        const int64_t cm = e < m ? e : m; /* the columns of real queries */
+        const int64_t j = t->j0 + r;
+        if (cm > a)
+            fa_score_tile_t(kern, &sc, st + r * lt + a, lt, mm, i0 + a, cm - a, j,
+                            fa_mask_block_full(&seq->mask, i0 + a, i0 + cm, j, j + mm), tile,
+                            t->cols + a, t->dcap + r * lt + a);
+        /* m = 0: S^T already holds S - LSE <= 0, up to rounding (kernels.h). */
+        for (int rr = r; rr < r + mm; rr++) kern->exp2_sum(st + rr * lt + a, e - a, 0.0f);
+        if (fa_dropout_on(&f->dropout)) dropout_rows(pb, plan, kern, seq, t, q, m, dd, r, mm, a, e);
+        for (int rr = r; rr < r + mm; rr++) {
+            float *p = st + rr * lt, *ds = dpt + rr * lt;
+            /* (careful: the rule for non-finite inputs, 0 times anything is 0) */
+            if (fa_dropout_on(&f->dropout)) {
+            } else if (kern->careful) {
+                for (int64_t c = a; c < e; c++) ds[c] = fa_careful_mul(ds[c], p[c]);
+            } else {
+                for (int64_t c = a; c < e; c++) ds[c] *= p[c];
+            }
+            if (pb->dbias) add_dbias(pb, seq, q, t->j0 + rr, ds, a, cm);
+            if (sc.cap2 != 0.0f && kern->careful) /* dS of the raw logit: times d(softcap)/ds */
+                for (int64_t c = a; c < cm; c++) ds[c] = fa_careful_mul(ds[c], t->dcap[rr * lt + c]);
+            else if (sc.cap2 != 0.0f)
+                for (int64_t c = a; c < cm; c++) ds[c] *= t->dcap[rr * lt + c];
         }
-        if (pb->dbias) add_dbias(pb, seq, q, t->j0 + r, ds, m);
-        if (sc.cap2 != 0.0f && kern->careful) /* dS of the raw logit: times d(softcap)/ds */
-            for (int64_t c = 0; c < m; c++) ds[c] = fa_careful_mul(ds[c], t->dcap[r * lt + c]);
-        else if (sc.cap2 != 0.0f)
-            for (int64_t c = 0; c < m; c++) ds[c] *= t->dcap[r * lt + c];
     }
 
     /* dV += P^T dO and dK += dS^T (Q * scale): each element one FMA chain over the
-     * query rows in order, continued across q-blocks and heads. */
+     * query rows in order, continued across q-blocks and heads; a strip's
+     * chain skips the queries outside its span, whose terms are 0. */
     for (int64_t c = 0; c < dvp; c += nr) {
         const int n = (int)(dvp - c < nr ? dvp - c : nr);
-        for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, m, st + r * lt, lt,
-                       q->dos + c / nr * slice + i0 * nr, nr, t->dv + r * dvp + c, dvp, 1);
+        for (int r = 0; r < keys; r += mr) {
+            const int mm = keys - r < mr ? keys - r : mr;
+            strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
+            if (e > m) e = m;
+            if (a >= e) continue;
+            kern->gemm(mm, n, e - a, st + r * lt + a, lt, q->dos + c / nr * slice + (i0 + a) * nr, nr,
+                       t->dv + r * dvp + c, dvp, 1);
+        }
     }
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
-        for (int r = 0; r < keys; r += mr)
-            kern->gemm(keys - r < mr ? keys - r : mr, n, m, dpt + r * lt, lt,
-                       q->qs + c / nr * slice + i0 * nr, nr, t->dk + r * dp + c, dp, 1);
+        for (int r = 0; r < keys; r += mr) {
+            const int mm = keys - r < mr ? keys - r : mr;
+            strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
+            if (e > m) e = m;
+            if (a >= e) continue;
+            kern->gemm(mm, n, e - a, dpt + r * lt + a, lt, q->qs + c / nr * slice + (i0 + a) * nr, nr,
+                       t->dk + r * dp + c, dp, 1);
+        }
     }
 
     /* dQ^T (+)= K^T dS^T: straight into an accumulator this item owns, or
      * into the thread's tile and then, under the q-block's lock, added to
      * the shared one. */
     float *dst = q->lock ? t->dqt : q->dq;
-    for (int64_t c = 0; c < m16; c += nr) {
-        const int n = (int)(m16 - c < nr ? m16 - c : nr);
-        for (int64_t r = 0; r < d; r += mr)
-            kern->gemm((int)(d - r < mr ? d - r : mr), n, keys, t->kt + r * bn, bn, dpt + c, lt,
-                       dst + r * bm + c, bm, q->lock == NULL);
-    }
+    for (int64_t c = 0; c < m16; c += nr)
+        dq_panel(plan, kern, t, q, seq, d, m16, c, (int)(m16 - c < nr ? m16 - c : nr), dst,
+                 q->lock == NULL);
     if (q->lock) {
         acquire(q->lock);
         for (int64_t r = 0; r < d; r++)
@@ -246,7 +328,7 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
 }
 
 static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, const fa_seq *seq,
-                      void *gbase, int slot, int64_t hk, int64_t hi, int64_t qb) {
+                      const kv_item *t, void *gbase, int slot, int64_t hk, int64_t hi, int64_t qb) {
     void *head = fa_bwd_head(plan, gbase, hi);
     const int64_t i0 = qb * plan->block_m;
     q_tile q = {fa_bwd_head_part(plan, head, FA_BWD_HEAD_QS),
@@ -257,7 +339,9 @@ static q_tile tile_at(const fa_bwd_plan *plan, const fa_problem *f, const fa_seq
                 i0 + plan->block_m < seq->seq_q ? i0 + plan->block_m : seq->seq_q,
                 fa_bwd_slot(plan, f, gbase, slot, hi, qb),
                 plan->shared_dq ? fa_bwd_lock(plan, gbase, hi, qb) : NULL,
-                hk * f->group + hi};
+                hk * f->group + hi,
+                0};
+    q.open = fa_mask_block_full(&seq->mask, q.i0, q.i1, t->j0, t->j1);
     return q;
 }
 
@@ -315,7 +399,7 @@ int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_k
         for (int64_t qb = ia / bm; qb * bm < ie; qb++) {
             const int tile = fa_score_tile(&sc, qb, j0 / bn);
             if (tile == FA_TILE_HIDDEN) continue; /* the mask hides the whole tile */
-            const q_tile q = tile_at(plan, f, seq, gbase, slot, hk, hi, qb);
+            const q_tile q = tile_at(plan, f, seq, &t, gbase, slot, hk, hi, qb);
             step(pb, plan, kern, seq, &t, &q, &sc, tile);
         }
     }
