@@ -362,8 +362,8 @@ static void exp2_sum_case(const fa_kernels *kn, float *x, int64_t n, int mis, ui
 }
 
 /* The grain rule of exp2_sum (kernels.h): trailing -inf elements past a
- * multiple of FA_EXP2_SUM_GRAIN change neither the sum nor the kept
- * elements, bit for bit, and become +0. Every table, the portable one
+ * multiple of FA_EXP2_SUM_GRAIN, and a multiple of it of leading ones,
+ * change neither the sum nor the kept elements, bit for bit, and become +0. Every table, the portable one
  * included: the forward leaves masked columns out on all of them. */
 static void test_exp2_sum_grain(const fa_kernels *kn, uint64_t *rng) {
     const int64_t maxn = 8 * FA_EXP2_SUM_GRAIN + 200;
@@ -389,6 +389,28 @@ static void test_exp2_sum_grain(const fa_kernels *kn, uint64_t *rng) {
                          "[%s] exp2_sum grain: n=%lld against its first %lld (then -inf), offset %d: "
                          "sums %a and %a, first differing element %lld",
                          kn->isa, (long long)n, (long long)keep, off, s_all, s_kept, (long long)bad);
+            }
+    /* and leading ones: a multiple of the grain of -inf before the row */
+    for (int64_t lead = FA_EXP2_SUM_GRAIN; lead <= 4 * FA_EXP2_SUM_GRAIN; lead += FA_EXP2_SUM_GRAIN)
+        for (int64_t n = 0; n <= 200; n += n < 70 ? 1 : 13)
+            for (int off = 0; off < 2; off++) {
+                float *xs = x + off, *ys = y + off;
+                for (int64_t i = 0; i < lead; i++) xs[i] = -INFINITY;
+                for (int64_t i = 0; i < n; i++) {
+                    xs[lead + i] = (float)(30.0 * tt_rand_normal(rng));
+                    if (tt_rand_u64(rng) % 9 == 0) xs[lead + i] = -INFINITY;
+                }
+                const float m = n ? fa_row_max_ref(xs + lead, n) : 0.0f;
+                const float mm = m == -INFINITY ? 0.0f : m;
+                memcpy(ys, xs + lead, (size_t)n * sizeof(float));
+                const float s_all = kn->exp2_sum(xs, lead + n, mm), s_body = kn->exp2_sum(ys, n, mm);
+                int64_t bad = first_diff(xs + lead, ys, n, sizeof(float));
+                for (int64_t i = 0; i < lead && bad < 0; i++)
+                    if (fa_f32_bits(xs[i]) != 0u) bad = i;
+                TT_CHECK(fa_f32_bits(s_all) == fa_f32_bits(s_body) && bad < 0,
+                         "[%s] exp2_sum grain: %lld leading -inf then %lld, offset %d: sums %a and %a, "
+                         "first differing element %lld",
+                         kn->isa, (long long)lead, (long long)n, off, s_all, s_body, (long long)bad);
             }
     free(x);
     free(y);

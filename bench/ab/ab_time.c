@@ -6,7 +6,7 @@
  * per-round ratios. Forward, backward and decode shapes on 1 and 2
  * threads. Build and run with bench/ab/run.sh.
  *
- *   ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short]
+ *   ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|window]
  */
 #include <dlfcn.h>
 #include <flashattn.h>
@@ -62,6 +62,7 @@ static void *rnd(flashattn_dtype dt, size_t n) {
 }
 static lib A, B;
 static int rounds = 11;
+static int window = -1; /* window_left of the `window` set's calls */
 
 static void report(const char *what, double *ta, double *tb, int n) {
     double r[64];
@@ -76,7 +77,7 @@ static void fwd(int sq, int sk, int h, int hk, int d, flashattn_dtype dt, int ca
     void *o = malloc((size_t)sq * h * d * 4 + 64); float *lse = malloc((size_t)h * sq * 4 + 64);
     flashattn_tensor Q = bshd(q, dt, 1, sq, h, d), K = bshd(k, dt, 1, sk, hk, d),
                      V = bshd(v, dt, 1, sk, hk, d), O = bshd(o, dt, 1, sq, h, d);
-    flashattn_params p = pdefault(); p.causal = causal; p.num_threads = threads;
+    flashattn_params p = pdefault(); p.causal = causal; p.num_threads = threads; p.window_left = window;
     size_t wa, wb; A.fwdws(&Q, &K, &V, &O, lse_on ? lse : NULL, &p, &wa); B.fwdws(&Q, &K, &V, &O, lse_on ? lse : NULL, &p, &wb);
     void *sa = malloc(wa + 64), *sb = malloc(wb + 64);
     double ta[64], tb[64];
@@ -92,7 +93,7 @@ static void fwd(int sq, int sk, int h, int hk, int d, flashattn_dtype dt, int ca
         }
     }
     char what[128];
-    snprintf(what, sizeof what, "fwd %s sq%d sk%d h%d/%d d%d%s%s t%d", dt == FLASHATTN_F32 ? "f32" : "f16", sq, sk, h, hk, d, causal ? " causal" : "", lse_on ? " lse" : "", threads);
+    snprintf(what, sizeof what, "fwd %s sq%d sk%d h%d/%d d%d%s%s w%d t%d", dt == FLASHATTN_F32 ? "f32" : "f16", sq, sk, h, hk, d, causal ? " causal" : "", lse_on ? " lse" : "", window, threads);
     report(what, ta, tb, rounds);
     free(q); free(k); free(v); free(o); free(lse); free(sa); free(sb);
 }
@@ -106,7 +107,7 @@ static void bwd(int s_, int h, int d, int causal, int threads) {
                      V = bshd(v, dt, 1, s_, h, d), O = bshd(o, dt, 1, s_, h, d),
                      DO = bshd(dout, dt, 1, s_, h, d), DQ = bshd(dq, dt, 1, s_, h, d),
                      DK = bshd(dk, dt, 1, s_, h, d), DV = bshd(dv, dt, 1, s_, h, d);
-    flashattn_params p = pdefault(); p.causal = causal; p.num_threads = threads;
+    flashattn_params p = pdefault(); p.causal = causal; p.num_threads = threads; p.window_left = window;
     A.fwd(&Q, &K, &V, &O, lse, &p, NULL, 0);
     size_t wa, wb; A.bwdws(&Q, &K, &V, &O, &DO, lse, &DQ, &DK, &DV, &p, &wa); B.bwdws(&Q, &K, &V, &O, &DO, lse, &DQ, &DK, &DV, &p, &wb);
     void *sa = malloc(wa + 64), *sb = malloc(wb + 64);
@@ -121,7 +122,7 @@ static void bwd(int s_, int h, int d, int causal, int threads) {
             if (useA) ta[r] = t; else tb[r] = t;
         }
     char what[128];
-    snprintf(what, sizeof what, "bwd f32 seq%d h%d d%d%s t%d", s_, h, d, causal ? " causal" : "", threads);
+    snprintf(what, sizeof what, "bwd f32 seq%d h%d d%d%s w%d t%d", s_, h, d, causal ? " causal" : "", window, threads);
     report(what, ta, tb, rr);
 }
 
@@ -164,7 +165,7 @@ static void dec(int kv, int sq, int h, int hk, int d, int threads, flashattn_dty
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short]\n");
+        fprintf(stderr, "usage: ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|window]\n");
         return 2;
     }
     A = load(argv[1]); B = load(argv[2]);
@@ -210,6 +211,17 @@ int main(int argc, char **argv) {
             bwd(512, 8, 128, 1, t);
             bwd(1024, 8, 128, 1, t);
             bwd(4096, 8, 128, 1, t);
+        }
+        if (!strcmp(only, "window")) { /* causal sliding windows (window_left) */
+            const int wins[] = {256, 1024};
+            for (int i = 0; i < 2; i++) {
+                window = wins[i];
+                fwd(4096, 4096, 8, 8, 128, FLASHATTN_F32, 1, t, 1);
+                bwd(4096, 8, 128, 1, t);
+            }
+            window = 4095;
+            fwd(8192, 8192, 8, 8, 128, FLASHATTN_F32, 1, t, 1);
+            window = -1;
         }
         if (!strcmp(only, "all") || !strcmp(only, "dec")) {
             dec(8192, 1, 32, 8, 128, t, FLASHATTN_F16);

@@ -21,11 +21,12 @@
  *
  * Under masks each strip of mr rows (one register tile) visits only the
  * kv-blocks its rows see, and in a block only the columns up to its last
- * row's end, rounded up to FA_EXP2_SUM_GRAIN: the columns left out are
- * -inf for every row of the strip, which add exact zeros to the row sums
- * (kernels.h), nothing to the row max, and nothing to P V (acc starts at
- * +0 and is never -0). A row's result therefore depends only on block_n,
- * never on block_m or on its strip.
+ * row's end, rounded up to FA_EXP2_SUM_GRAIN, and from its first row's
+ * start (a window's left edge), rounded down to whole grains and NR
+ * panels: the columns left out are -inf for every row of the strip, which
+ * add exact zeros to the row sums (kernels.h), nothing to the row max, and
+ * nothing to P V (acc starts at +0 and is never -0). A row's result
+ * therefore depends only on block_n, never on block_m or on its strip.
  *
  * On the 8-bit route (pb->int8_qk) S comes from gemm_i8 on Q's rows
  * quantised as they load and K's int8 panels (driver/int8_qk.h), with each
@@ -63,10 +64,10 @@ typedef struct {
     float *q, *s, *acc, *mx, *ls;
     uint16_t *q16, *p16; /* dot route: Q's bf16 rows (in q's room), P as bf16 */
     const float *kp, *vp;
-    /* per strip, for the current kv-block: its column count, and whether
-     * the block is its first (it then overwrites acc); and whether any
-     * block has been computed for it yet */
-    int32_t *cols;
+    /* per strip, for the current kv-block: its columns [lead, cols), and
+     * whether the block is its first (it then overwrites acc); and whether
+     * any block has been computed for it yet */
+    int32_t *cols, *lead;
     uint8_t *first, *started;
     int tile; /* the boolean mask's state of the current tile (FA_TILE_*) */
     fa_softmax_totals total; /* rows past FA_SUM_CHUNK keys (driver/softmax.h) */
@@ -121,11 +122,20 @@ FA_INLINE void mean_terms(fwd_qblock *t, int64_t ch) {
     t->chunk_at = ch;
 }
 
-/* Each strip's column count in kv-block [j0, j1), worked out once per
- * block rather than in each step below (at short sequences those
- * recomputations cost as much as the softmax); returns the largest. */
+/* Columns a strip may leave out before its first row's first key: whole
+ * grains of exp2_sum (kernels.h) and whole NR panels of Q K^T. */
+FA_INLINE int64_t lead_grain(const fa_kernels *kern) {
+    int64_t g = FA_EXP2_SUM_GRAIN;
+    while (g % kern->nr) g += FA_EXP2_SUM_GRAIN;
+    return g;
+}
+
+/* Each strip's columns in kv-block [j0, j1), worked out once per block
+ * rather than in each step below (at short sequences those
+ * recomputations cost as much as the softmax); returns the largest end. */
 FA_INLINE int64_t plan_strips(fwd_qblock *t, int64_t j0, int64_t j1) {
     const fa_mask *mask = &t->seq->mask;
+    const int64_t grain = lead_grain(t->kern);
     int64_t most = 0;
     for (int s = 0; s < t->strips; s++) {
         const int64_t r0 = t->i0 + s * t->kern->mr, r1 = r0 + strip_rows(t, s);
@@ -137,6 +147,10 @@ FA_INLINE int64_t plan_strips(fwd_qblock *t, int64_t j0, int64_t j1) {
             const int64_t open = fa_round_up_i64(fa_mask_open_end(&t->sc, r0, r1, j0, t->cols[s]), FA_EXP2_SUM_GRAIN);
             if (open < t->cols[s]) t->cols[s] = (int32_t)open;
         }
+        /* a window's left edge: keys before the first row's first are
+         * hidden from every row of the strip (key bounds grow with the row) */
+        const int64_t lead = (fa_mask_lo(mask, r0) - j0) / grain * grain;
+        t->lead[s] = (int32_t)(lead > 0 && lead < t->cols[s] ? lead : 0);
         t->first[s] = !t->started[s];
         if (t->cols[s] > most) most = t->cols[s];
     }
@@ -159,7 +173,7 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int route) {
         for (int s = 0; s < t->strips; s++) {
             const int r0 = s * mr, mm = strip_rows(t, s);
             const int64_t nc16 = (int64_t)fa_round_up((size_t)t->cols[s], FA_COL_ALIGN);
-            if (c >= nc16) continue;
+            if (c >= nc16 || c < t->lead[s]) continue;
             const int n = (int)(nc16 - c < nr ? nc16 - c : nr);
             if (ROUTE_QK8(route))
                 kern->gemm_i8(mm, n, k4, t->q8 + r0 * 4 * k4, 4 * k4, panel8, nr, t->k8.sum + j0 + c,
@@ -181,27 +195,29 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int route) {
     const int64_t bn = t->bn, dp = t->pb->head_dim_v_pad;
     for (int s = 0; s < t->strips; s++) {
         const int r0 = s * kern->mr, mm = strip_rows(t, s);
-        const int64_t ncols = t->cols[s];
-        if (!ncols) continue;
+        if (!t->cols[s]) continue;
+        /* the strip's columns [a, a + ncols) of the block: keys ja.. */
+        const int64_t a = t->lead[s], ncols = t->cols[s] - a, ja = j0 + a;
         const int64_t i = t->i0 + r0;
-        const int full = fa_mask_block_full(&t->seq->mask, i, i + mm, j0, j0 + ncols);
+        const int full = fa_mask_block_full(&t->seq->mask, i, i + mm, ja, ja + ncols);
         float bmax[FA_MAX_MR];
         for (int r = r0; r < r0 + mm; r++) {
-            fa_score_row(kern, &t->sc, t->s + r * bn, t->i0 + r, j0, ncols, full, t->tile);
-            bmax[r - r0] = kern->row_max(t->s + r * bn, ncols);
+            fa_score_row(kern, &t->sc, t->s + r * bn + a, t->i0 + r, ja, ncols, full, t->tile);
+            bmax[r - r0] = kern->row_max(t->s + r * bn + a, ncols);
         }
         for (int r = r0; r < r0 + mm; r++) {
-            fa_softmax_row_exp(kern, t->s + r * bn, ncols, bmax[r - r0], &t->mx[r], &t->ls[r],
+            float *row = t->s + r * bn + a;
+            fa_softmax_row_exp(kern, row, ncols, bmax[r - r0], &t->mx[r], &t->ls[r],
                                t->acc + r * dp, dp, t->first[s]);
             /* dropout after the statistics: l and m are of the undropped P */
             if (fa_dropout_on(&t->pb->dropout))
-                kern->dropout_row(t->s + r * bn, ncols, t->drop_key, (uint32_t)(t->i0 + r),
-                                  t->pb->dropout.offset, j0, t->pb->dropout.threshold, t->pb->dropout.scale);
-            if (route == ROUTE_I8 && t->pb->bf16_pv) fa_round_bf16(kern, t->s + r * bn, ncols);
+                kern->dropout_row(row, ncols, t->drop_key, (uint32_t)(t->i0 + r),
+                                  t->pb->dropout.offset, ja, t->pb->dropout.threshold, t->pb->dropout.scale);
+            if (route == ROUTE_I8 && t->pb->bf16_pv) fa_round_bf16(kern, row, ncols);
             if (dot) {
                 /* an odd count (the last keys) gets a zero partner */
-                kern->store(t->p16 + r * bn, FLASHATTN_BF16, t->s + r * bn, ncols, 1.0f);
-                if (ncols & 1) t->p16[r * bn + ncols] = 0;
+                kern->store(t->p16 + r * bn + a, FLASHATTN_BF16, row, ncols, 1.0f);
+                if (ncols & 1) t->p16[r * bn + a + ncols] = 0;
             }
         }
     }
@@ -220,12 +236,13 @@ FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int route) {
         for (int s = 0; s < t->strips; s++) {
             const int r0 = s * mr, mm = strip_rows(t, s);
             if (!t->cols[s]) continue;
+            const int64_t a = t->lead[s], ja = j0 + a; /* even: a whole number of grains */
             if (dot)
-                kern->gemm_bf16(mm, n, (t->cols[s] + 1) / 2, t->p16 + r0 * bn, bn,
-                                (const uint32_t *)t->vp + c * kh + j0 / 2 * n, n,
+                kern->gemm_bf16(mm, n, (t->cols[s] - a + 1) / 2, t->p16 + r0 * bn + a, bn,
+                                (const uint32_t *)t->vp + c * kh + ja / 2 * n, n,
                                 t->acc + r0 * dp + c, dp, !t->first[s], 1.0f);
             else
-                kern->gemm(mm, n, t->cols[s], t->s + r0 * bn, bn, t->vp + c * rows + j0 * n, n,
+                kern->gemm(mm, n, t->cols[s] - a, t->s + r0 * bn + a, bn, t->vp + c * rows + ja * n, n,
                            t->acc + r0 * dp + c, dp, !t->first[s]);
         }
     }
@@ -286,10 +303,10 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
                   const fa_seq *seq, int64_t h, int64_t i0, int64_t i1, int64_t block_n, void *group,
                   void *tw, const uint8_t *tiles) {
     /* at most one strip per row: block_m <= FA_MAX_BLOCK */
-    int32_t cols[FA_MAX_BLOCK];
+    int32_t cols[FA_MAX_BLOCK], lead[FA_MAX_BLOCK];
     uint8_t first[FA_MAX_BLOCK], started[FA_MAX_BLOCK];
     fwd_qblock t;
-    t.cols = cols, t.first = first, t.started = started;
+    t.cols = cols, t.lead = lead, t.first = first, t.started = started;
     t.pb = pb, t.plan = plan, t.kern = kern, t.seq = seq;
     t.h = h, t.i0 = i0, t.bn = block_n;
     fa_dropout_key(&pb->dropout, seq->idx * pb->heads_q + h, t.drop_key);

@@ -109,8 +109,12 @@ typedef struct fa_kernels {
      * x[n'..n) are all -INFINITY and n' is a multiple of FA_EXP2_SUM_GRAIN,
      * the sum and x[0..n') are bit for bit those of exp2_sum(x, n', m)
      * (so the grouping of the sum over x[0..n') may depend on n' only
-     * through whole grains). The forward relies on it to leave out masked
-     * columns without changing a result (tests/test_kernels.c checks). */
+     * through whole grains). Leading ones likewise: when x[0..c) are all
+     * -INFINITY and c is a multiple of FA_EXP2_SUM_GRAIN, the sum and
+     * x[c..n) are those of exp2_sum(x + c, n - c, m) (each lane's partial
+     * sum meets the same terms in the same order). The forward relies on
+     * both to leave out masked columns without changing a result
+     * (tests/test_kernels.c checks). */
     float (*exp2_sum)(float *x, int64_t n, float m);
 
     /* Softcap of a row: x[i] = cap * tanh(x[i] / cap), and, when dcap is

@@ -12,11 +12,15 @@
 
 float fa_exp2_sum_sve(float *x, int64_t n, float m) {
     FA_KERNEL_CONTRACT(n >= 0);
-    const int64_t vl = (int64_t)svcntw();
+    /* At most 16 lanes a vector, so that a lane's partial sum meets the
+     * same columns modulo FA_EXP2_SUM_GRAIN whatever the vector length:
+     * leading grains of -inf then leave every lane's sum as it was. */
+    const int64_t vl = (int64_t)svcntw() < 16 ? (int64_t)svcntw() : 16;
     const svbool_t all = svptrue_b32();
     svfloat32_t s0 = svdup_n_f32(0.0f), s1 = s0;
     for (int64_t i = 0; i < n; i += 2 * vl) {
-        const svbool_t p0 = svwhilelt_b32_s64(i, n), p1 = svwhilelt_b32_s64(i + vl, n);
+        const int64_t end0 = i + vl < n ? i + vl : n, end1 = i + 2 * vl < n ? i + 2 * vl : n;
+        const svbool_t p0 = svwhilelt_b32_s64(i, end0), p1 = svwhilelt_b32_s64(i + vl, end1);
         const svfloat32_t e0 = fa_exp2_sve(p0, svsub_n_f32_x(p0, svld1_f32(p0, x + i), m));
         const svfloat32_t e1 = fa_exp2_sve(p1, svsub_n_f32_x(p1, svld1_f32(p1, x + i + vl), m));
         svst1_f32(p0, x + i, e0);
