@@ -211,6 +211,29 @@ static void dq_panel(const fa_bwd_plan *plan, const fa_kernels *kern, const kv_i
                        dst + rd * bm + c, bm, 0);
 }
 
+/* acc (keys x width, row stride width) += X^T B over the tile: X^T its
+ * [keys][tile_ld] P^T or dS^T, B the queries' rows as nr-column panels
+ * `slice` floats apart (dO, or Q * scale). Each element is one FMA chain
+ * over the query rows in order, continued across q-blocks and heads; a
+ * strip's chain skips the queries outside its span, whose terms are 0. */
+static void key_rows_add(const fa_bwd_plan *plan, const fa_kernels *kern, const fa_seq *seq,
+                         const kv_item *t, const q_tile *q, const float *xt, const float *panels,
+                         int64_t slice, float *acc, int64_t width) {
+    const int64_t lt = plan->tile_ld, m = q->i1 - q->i0, m16 = fa_round_up_i64(m, FA_COL_ALIGN);
+    const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
+    for (int64_t c = 0; c < width; c += nr) {
+        const int n = (int)(width - c < nr ? width - c : nr);
+        for (int r = 0; r < keys; r += mr) {
+            int64_t a, e;
+            strip_span(seq, t, q, r, keys - r < mr ? keys - r : mr, nr, m16, &a, &e);
+            if (e > m) e = m;
+            if (a >= e) continue;
+            kern->gemm(keys - r < mr ? keys - r : mr, n, e - a, xt + r * lt + a, lt,
+                       panels + c / nr * slice + (q->i0 + a) * nr, nr, acc + r * width + c, width, 1);
+        }
+    }
+}
+
 /* One block_m x block_n tile. Each strip of mr keys works only on its
  * span of query panels (strip_span): on a tile the diagonal of a causal
  * mask crosses, about half the products. (Software prefetch of the next
@@ -286,31 +309,9 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
         }
     }
 
-    /* dV += P^T dO and dK += dS^T (Q * scale): each element one FMA chain over the
-     * query rows in order, continued across q-blocks and heads; a strip's
-     * chain skips the queries outside its span, whose terms are 0. */
-    for (int64_t c = 0; c < dvp; c += nr) {
-        const int n = (int)(dvp - c < nr ? dvp - c : nr);
-        for (int r = 0; r < keys; r += mr) {
-            const int mm = keys - r < mr ? keys - r : mr;
-            strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
-            if (e > m) e = m;
-            if (a >= e) continue;
-            kern->gemm(mm, n, e - a, st + r * lt + a, lt, q->dos + c / nr * slice + (i0 + a) * nr, nr,
-                       t->dv + r * dvp + c, dvp, 1);
-        }
-    }
-    for (int64_t c = 0; c < dp; c += nr) {
-        const int n = (int)(dp - c < nr ? dp - c : nr);
-        for (int r = 0; r < keys; r += mr) {
-            const int mm = keys - r < mr ? keys - r : mr;
-            strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
-            if (e > m) e = m;
-            if (a >= e) continue;
-            kern->gemm(mm, n, e - a, dpt + r * lt + a, lt, q->qs + c / nr * slice + (i0 + a) * nr, nr,
-                       t->dk + r * dp + c, dp, 1);
-        }
-    }
+    /* dV += P^T dO and dK += dS^T (Q * scale) */
+    key_rows_add(plan, kern, seq, t, q, st, q->dos, slice, t->dv, dvp);
+    key_rows_add(plan, kern, seq, t, q, dpt, q->qs, slice, t->dk, dp);
 
     /* dQ^T (+)= K^T dS^T: straight into an accumulator this item owns, or
      * into the thread's tile and then, under the q-block's lock, added to
