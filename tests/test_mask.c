@@ -59,6 +59,15 @@ static void check_one(const fa_mask *m, int64_t seq_q, int64_t i0, int64_t i1, i
     for (int64_t i = 0; i < seq_q; i++)
         if (sees_any(m, i, ja, jb)) TT_CHECK(ia <= i && i < ie, "rows_seeing: query %lld outside [%lld, %lld)",
                                              (long long)i, (long long)ia, (long long)ie);
+    /* a strip's lead columns are hidden from every row of it, in whole grains */
+    const int64_t cols = fa_mask_strip_cols(m, i0, i1, ja, jb, 32);
+    const int64_t lead = fa_mask_strip_lead(m, i0, ja, cols, grain);
+    TT_CHECK(lead >= 0 && lead % grain == 0 && (lead == 0 || lead < cols),
+             "strip_lead %lld (cols %lld, grain %lld)", (long long)lead, (long long)cols, (long long)grain);
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t j = ja; j < ja + lead; j++)
+            TT_CHECK(!sees(m, i, j), "strip_lead %lld: query %lld sees key %lld", (long long)lead,
+                     (long long)i, (long long)j);
     /* a block called full has every key visible to every query */
     if (fa_mask_block_full(m, i0, i1, ja, jb))
         for (int64_t i = i0; i < i1; i++)

@@ -59,6 +59,17 @@ static inline int64_t fa_mask_strip_cols(const fa_mask *m, int64_t s0, int64_t s
     return need < j1 - j0 ? need : j1 - j0;
 }
 
+/* Columns at the start of kv-block [j0, ...) that query rows [s0, ...)
+ * (one strip) leave out: the keys before the first row's first key (a
+ * window's left edge), rounded down to whole `grain`s, and 0 unless that
+ * is short of `cols`, the strip's end (fa_mask_strip_cols). Key ranges
+ * move right with the row, so they are hidden from every row. */
+static inline int64_t fa_mask_strip_lead(const fa_mask *m, int64_t s0, int64_t j0, int64_t cols,
+                                         int64_t grain) {
+    const int64_t lead = (fa_mask_lo(m, s0) - j0) / grain * grain;
+    return lead > 0 && lead < cols ? lead : 0;
+}
+
 /* The queries of [0, seq_q) that see any key of [j0, j1): one range
  * [*ia, *ie) (both bounds grow with the query); rows inside it may still
  * see none of them, which the tile masking handles. Binary searches. */

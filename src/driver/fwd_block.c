@@ -147,10 +147,7 @@ FA_INLINE int64_t plan_strips(fwd_qblock *t, int64_t j0, int64_t j1) {
             const int64_t open = fa_round_up_i64(fa_mask_open_end(&t->sc, r0, r1, j0, t->cols[s]), FA_EXP2_SUM_GRAIN);
             if (open < t->cols[s]) t->cols[s] = (int32_t)open;
         }
-        /* a window's left edge: keys before the first row's first are
-         * hidden from every row of the strip (key bounds grow with the row) */
-        const int64_t lead = (fa_mask_lo(mask, r0) - j0) / grain * grain;
-        t->lead[s] = (int32_t)(lead > 0 && lead < t->cols[s] ? lead : 0);
+        t->lead[s] = (int32_t)fa_mask_strip_lead(mask, r0, j0, t->cols[s], grain);
         t->first[s] = !t->started[s];
         if (t->cols[s] > most) most = t->cols[s];
     }
