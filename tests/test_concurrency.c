@@ -7,9 +7,15 @@
  * appending to its own copy of a cache, all reading one shared cache), a
  * merge, and a call that fails (flashattn_last_error is the thread's own).
  * Every result must be bit-identical to the same call made alone
- * afterwards. `make test-tsan` runs this under ThreadSanitizer.
+ * afterwards. Then the same calls from inside an OpenMP parallel region
+ * of the caller's: a call on one thread runs its loops without a region
+ * of its own (core/threads.h), which must not share them out among the
+ * caller's team. `make test-tsan` runs this under ThreadSanitizer.
  */
 #include <pthread.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +130,22 @@ static void *worker(void *arg) {
 
 static int same(const tt_tensor *a, const tt_tensor *b) { return memcmp(a->mem, b->mem, a->bytes) == 0; }
 
+/* Every result of r against the call made alone. */
+static void check_against(const outputs *r, const outputs *alone, int fails, const char *who, int t) {
+    TT_CHECK(fails == 0 && !r->wrong_message, "%s %d: %d calls failed, message %s", who, t, fails,
+             r->wrong_message ? "another thread's" : "its own");
+    TT_CHECK(same(&r->o, &alone->o) && !memcmp(r->lse, alone->lse, sizeof r->lse), "%s %d: forward differs", who, t);
+    TT_CHECK(same(&r->o2, &alone->o2), "%s %d: forward (own workspace, window) differs", who, t);
+    TT_CHECK(same(&r->dq, &alone->dq) && same(&r->dk, &alone->dk) && same(&r->dv, &alone->dv),
+             "%s %d: backward differs", who, t);
+    TT_CHECK(same(&r->dec, &alone->dec) && !memcmp(r->dlse, alone->dlse, sizeof r->dlse), "%s %d: decode differs",
+             who, t);
+    TT_CHECK(same(&r->app, &alone->app) && same(&r->kc, &alone->kc) && same(&r->vc, &alone->vc),
+             "%s %d: appending decode differs", who, t);
+    TT_CHECK(same(&r->merged, &alone->merged) && !memcmp(r->mlse, alone->mlse, sizeof r->mlse),
+             "%s %d: merge differs", who, t);
+}
+
 int main(void) {
     uint64_t rng = 2024;
     q = tt_alloc(FLASHATTN_F32, B, SQ, HQ, D, 1, 0);
@@ -147,21 +169,17 @@ int main(void) {
     outputs alone;
     alloc_outputs(&alone);
     TT_CHECK(calls(&alone, 1) == 0, "the calls fail on their own");
-    for (int t = 0; t < THREADS; t++) {
-        const outputs *r = &results[t];
-        TT_CHECK(failures[t] == 0 && !r->wrong_message, "thread %d: %d calls failed, message %s", t, failures[t],
-                 r->wrong_message ? "another thread's" : "its own");
-        TT_CHECK(same(&r->o, &alone.o) && !memcmp(r->lse, alone.lse, sizeof r->lse), "thread %d: forward differs", t);
-        TT_CHECK(same(&r->o2, &alone.o2), "thread %d: forward (own workspace, window) differs", t);
-        TT_CHECK(same(&r->dq, &alone.dq) && same(&r->dk, &alone.dk) && same(&r->dv, &alone.dv),
-                 "thread %d: backward differs", t);
-        TT_CHECK(same(&r->dec, &alone.dec) && !memcmp(r->dlse, alone.dlse, sizeof r->dlse),
-                 "thread %d: decode differs", t);
-        TT_CHECK(same(&r->app, &alone.app) && same(&r->kc, &alone.kc) && same(&r->vc, &alone.vc),
-                 "thread %d: appending decode differs", t);
-        TT_CHECK(same(&r->merged, &alone.merged) && !memcmp(r->mlse, alone.mlse, sizeof r->mlse),
-                 "thread %d: merge differs", t);
+    for (int t = 0; t < THREADS; t++) check_against(&results[t], &alone, failures[t], "thread", t);
+#ifdef _OPENMP
+    /* the caller's own team, each member calling on 1 or 2 threads */
+    for (int t = 0; t < THREADS; t++) free_outputs(&results[t]), alloc_outputs(&results[t]), failures[t] = 0;
+#pragma omp parallel num_threads(THREADS)
+    {
+        const int t = omp_get_thread_num();
+        failures[t] += calls(&results[t], 1 + t % 2);
     }
+    for (int t = 0; t < THREADS; t++) check_against(&results[t], &alone, failures[t], "OpenMP thread", t);
+#endif
     for (int t = 0; t < THREADS; t++) free_outputs(&results[t]);
     free_outputs(&alone);
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) tt_free(in[i]);

@@ -6,7 +6,7 @@
  * per-round ratios. Forward, backward and decode shapes on 1 and 2
  * threads. Build and run with bench/ab/run.sh.
  *
- *   ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|window]
+ *   ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|tiny|window]
  */
 #include <dlfcn.h>
 #include <flashattn.h>
@@ -165,7 +165,7 @@ static void dec(int kv, int sq, int h, int hk, int d, int threads, flashattn_dty
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|window]\n");
+        fprintf(stderr, "usage: ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|tiny|window]\n");
         return 2;
     }
     A = load(argv[1]); B = load(argv[2]);
@@ -179,6 +179,19 @@ int main(int argc, char **argv) {
         fwd(1024, 1024, 8, 8, 128, FLASHATTN_F16, 0, 1, 0);
         fwd(64, 64, 8, 8, 128, FLASHATTN_F32, 1, 1, 1);
         fwd(512, 512, 8, 8, 128, FLASHATTN_F32, 0, 2, 0);
+        return 0;
+    }
+    if (!strcmp(only, "tiny")) { /* a call's fixed cost: one to a few dozen rows and keys */
+        rounds = 21;
+        for (int t = 1; t <= 2; t++) {
+            fwd(1, 1, 8, 8, 128, FLASHATTN_F32, 0, t, 1);
+            fwd(1, 1, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
+            fwd(2, 2, 8, 8, 128, FLASHATTN_F32, 0, t, 1);
+            fwd(16, 16, 8, 8, 128, FLASHATTN_F32, 0, t, 1);
+            fwd(16, 16, 8, 8, 128, FLASHATTN_F16, 0, t, 1);
+            fwd(32, 33, 8, 8, 128, FLASHATTN_F32, 1, t, 1);
+            fwd(64, 64, 8, 8, 128, FLASHATTN_F32, 0, t, 1);
+        }
         return 0;
     }
     if (!strcmp(only, "short")) {

@@ -201,82 +201,107 @@ static void sink_grad(const fa_bwd_problem *pb, const fa_kernels *kern, int64_t 
 /* The sequence of group g (= sequence * heads_kv + kv-head). */
 static fa_seq group_seq(const fa_problem *f, int64_t g) { return fa_seq_of(f, g / f->heads_kv); }
 
+/* What every thread of a backward call shares. */
+typedef struct {
+    const fa_bwd_problem *pb;
+    const fa_bwd_plan *plan;
+    const fa_kernels *kern;
+    void *base;
+    uint8_t *tiles;
+    int64_t groups, tslices;
+    atomic_int *finite;
+} bwd_run_state;
+
+/* One thread's share of every loop (orphaned: bound to the region run()
+ * opens, or to the calling thread alone). */
+static void run_share(const bwd_run_state *r) {
+    const fa_bwd_problem *pb = r->pb;
+    const fa_bwd_plan *plan = r->plan;
+    const fa_kernels *kern = r->kern;
+    const fa_problem *f = &pb->f;
+    void *base = r->base;
+    uint8_t *tiles = r->tiles;
+    const int64_t groups = r->groups, tslices = r->tslices;
+    const int64_t qblocks = plan->qblocks, kvblocks = plan->kvblocks, bn = plan->block_n;
+
+    void *tw = fa_region_at(&plan->ws, base, FA_BWD_WS_THREADS, (size_t)fa_thread_id());
+    float *row = fa_bwd_tile(plan, tw, FA_BWD_THREAD_ROW);
+    if (f->used_k) {
+#pragma omp for schedule(dynamic) nowait
+        for (int64_t b = 0; b < f->batch; b++) clear_unused_keys(pb, kern, b, row);
+    }
+    if (pb->dsinks) {
+#pragma omp for schedule(dynamic) nowait
+        for (int64_t h = 0; h < f->heads_q; h++) sink_grad(pb, kern, h, row);
+    }
+    const int64_t dbias_rows = pb->dbias ? pb->dbias->batch * pb->dbias->heads * pb->dbias->seq_q : 0;
+#pragma omp for schedule(static) nowait
+    for (int64_t u = 0; u < dbias_rows; u++) clear_dbias_row(pb->dbias, u);
+#pragma omp for schedule(dynamic)
+    for (int64_t it = 0; it < tslices * qblocks; it++)
+        fa_score_tiles_row(f, it / qblocks, it % qblocks, plan->block_m, bn, qblocks, kvblocks, tiles);
+    /* implicit barrier: the mask's tiles are sorted */
+    for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
+        const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0
+                                                                : plan->groups_per_pass;
+        const int64_t heads = ng * f->group;
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < heads * qblocks; it++) {
+            const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
+            const fa_seq seq = group_seq(f, g0 + gi);
+            if (qb * plan->block_m >= seq.seq_q) continue;
+            void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
+            pack_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase, hh % f->group, qb,
+                        row);
+        }
+        /* implicit barrier: the pass's heads are packed */
+        const int64_t per_group = plan->deterministic ? plan->slots : kvblocks;
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < ng * per_group; it++) {
+            /* Groups interleaved, first kv-blocks first: under causal
+             * masks they see the most queries. */
+            const int64_t gi = it % ng, c = it / ng;
+            const fa_seq seq = group_seq(f, g0 + gi);
+            void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
+            const int64_t step = plan->deterministic ? plan->slots : kvblocks;
+            for (int64_t kb = c; kb * bn < seq.seq_k; kb += step) {
+                const int64_t j0 = kb * bn, j1 = j0 + bn < seq.seq_k ? j0 + bn : seq.seq_k;
+                if (!fa_bwd_kvblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
+                                    plan->deterministic ? (int)c : 0, j0, j1, tw, tiles))
+                    atomic_store_explicit(r->finite, 0, memory_order_relaxed);
+            }
+        }
+        /* implicit barrier: every dQ contribution of the pass is in */
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < heads * qblocks; it++) {
+            const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
+            const fa_seq seq = group_seq(f, g0 + gi);
+            if (qb * plan->block_m >= seq.seq_q) continue;
+            void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
+            if (!reduce_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase, hh % f->group,
+                               qb, fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), row))
+                atomic_store_explicit(r->finite, 0, memory_order_relaxed);
+        }
+    }
+}
+
 /* Returns whether every gradient accumulator came out finite. */
 static int run(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                void *ws) {
     const fa_problem *f = &pb->f;
-    void *base = fa_layout_base(ws);
     const int64_t groups = f->batch * f->heads_kv;
-    const int64_t qblocks = plan->qblocks, kvblocks = plan->kvblocks, bn = plan->block_n;
     if (groups == 0) return 1;
     /* (an atomic flag, not an OpenMP reduction: clang's libomp implements
      * one with a lock the library would export) */
     atomic_int finite;
     atomic_init(&finite, 1);
-    const int64_t tslices = fa_score_tile_slices(f);
-    uint8_t *tiles = tslices ? (uint8_t *)fa_region_at(&plan->ws, base, FA_BWD_WS_TILES, 0) : NULL;
-
+    bwd_run_state r = {pb, plan, kern, fa_layout_base(ws), NULL, groups, fa_score_tile_slices(f), &finite};
+    r.tiles = r.tslices ? (uint8_t *)fa_region_at(&plan->ws, r.base, FA_BWD_WS_TILES, 0) : NULL;
+    if (fa_run_alone(plan->threads)) {
+        run_share(&r);
+    } else {
 #pragma omp parallel num_threads(plan->threads)
-    {
-        void *tw = fa_region_at(&plan->ws, base, FA_BWD_WS_THREADS, (size_t)fa_thread_id());
-        float *row = fa_bwd_tile(plan, tw, FA_BWD_THREAD_ROW);
-        if (f->used_k) {
-#pragma omp for schedule(dynamic) nowait
-            for (int64_t b = 0; b < f->batch; b++) clear_unused_keys(pb, kern, b, row);
-        }
-        if (pb->dsinks) {
-#pragma omp for schedule(dynamic) nowait
-            for (int64_t h = 0; h < f->heads_q; h++) sink_grad(pb, kern, h, row);
-        }
-        const int64_t dbias_rows = pb->dbias ? pb->dbias->batch * pb->dbias->heads * pb->dbias->seq_q : 0;
-#pragma omp for schedule(static) nowait
-        for (int64_t u = 0; u < dbias_rows; u++) clear_dbias_row(pb->dbias, u);
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < tslices * qblocks; it++)
-            fa_score_tiles_row(f, it / qblocks, it % qblocks, plan->block_m, bn, qblocks, kvblocks, tiles);
-        /* implicit barrier: the mask's tiles are sorted */
-        for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
-            const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0
-                                                                    : plan->groups_per_pass;
-            const int64_t heads = ng * f->group;
-#pragma omp for schedule(dynamic)
-            for (int64_t it = 0; it < heads * qblocks; it++) {
-                const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
-                const fa_seq seq = group_seq(f, g0 + gi);
-                if (qb * plan->block_m >= seq.seq_q) continue;
-                void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
-                pack_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase, hh % f->group, qb,
-                            row);
-            }
-            /* implicit barrier: the pass's heads are packed */
-            const int64_t per_group = plan->deterministic ? plan->slots : kvblocks;
-#pragma omp for schedule(dynamic)
-            for (int64_t it = 0; it < ng * per_group; it++) {
-                /* Groups interleaved, first kv-blocks first: under causal
-                 * masks they see the most queries. */
-                const int64_t gi = it % ng, c = it / ng;
-                const fa_seq seq = group_seq(f, g0 + gi);
-                void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
-                const int64_t step = plan->deterministic ? plan->slots : kvblocks;
-                for (int64_t kb = c; kb * bn < seq.seq_k; kb += step) {
-                    const int64_t j0 = kb * bn, j1 = j0 + bn < seq.seq_k ? j0 + bn : seq.seq_k;
-                    if (!fa_bwd_kvblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
-                                        plan->deterministic ? (int)c : 0, j0, j1, tw, tiles))
-                        atomic_store_explicit(&finite, 0, memory_order_relaxed);
-                }
-            }
-            /* implicit barrier: every dQ contribution of the pass is in */
-#pragma omp for schedule(dynamic)
-            for (int64_t it = 0; it < heads * qblocks; it++) {
-                const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
-                const fa_seq seq = group_seq(f, g0 + gi);
-                if (qb * plan->block_m >= seq.seq_q) continue;
-                void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
-                if (!reduce_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase, hh % f->group,
-                                   qb, fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), row))
-                    atomic_store_explicit(&finite, 0, memory_order_relaxed);
-            }
-        }
+        run_share(&r);
     }
     return atomic_load_explicit(&finite, memory_order_relaxed);
 }

@@ -66,6 +66,55 @@ void fa_decode_append(const fa_decode_problem *dp, const fa_kernels *kern, int64
         }
 }
 
+/* What every thread of a decode call shares. */
+typedef struct {
+    const fa_decode_problem *dp;
+    const fa_decode_plan *plan;
+    const fa_kernels *kern;
+    void *base;
+    const flashattn_tensor *parts;
+    const float *const *part_lse;
+    const fa_merge_job *job;
+    int64_t appends, per_seq, items, merge_rows, merge_units;
+} decode_run_state;
+
+/* One thread's share: the appends, the items, the merge, each loop ending
+ * in its barrier (orphaned: bound to the region fa_decode_run opens, or
+ * to the calling thread alone). */
+static void run_share(const decode_run_state *r) {
+    const fa_decode_problem *dp = r->dp;
+    const fa_decode_plan *plan = r->plan;
+    const fa_kernels *kern = r->kern;
+    const fa_problem *pb = &dp->base;
+    const int splits = plan->num_splits;
+    void *tw = fa_region_at(&plan->ws, r->base, FA_DECODE_WS_THREADS, (size_t)fa_thread_id());
+    /* the thread's tiles are free during the appends (Q alone holds d floats) */
+    float *tmp = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_Q, 0);
+    int wide_pad = -1;
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < r->appends; it++)
+        fa_decode_append(dp, kern, it / dp->seq_new, it % dp->seq_new, tmp);
+    /* implicit barrier: the new rows are in the cache */
+#pragma omp for schedule(dynamic)
+    for (int64_t it = 0; it < r->items; it++) {
+        const int64_t b = it / r->per_seq, q = it % r->per_seq;
+        const int64_t hblock = q % plan->head_blocks;
+        const int split = (int)(q / plan->head_blocks % splits);
+        const int64_t qtile = q / plan->head_blocks / splits;
+        if (splits > 1)
+            fa_decode_item(dp, plan, kern, b, hblock, qtile, split, &r->parts[split],
+                           (float *)r->part_lse[split], tw, &wide_pad);
+        else
+            fa_decode_item(dp, plan, kern, b, hblock, qtile, 0, pb->o, pb->lse, tw, &wide_pad);
+    }
+    /* implicit barrier: every split's partials are written */
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < r->merge_units; u++) {
+        const int64_t t0 = u * FA_MERGE_ROWS;
+        fa_merge_rows(kern, r->job, t0, t0 + FA_MERGE_ROWS < r->merge_rows ? t0 + FA_MERGE_ROWS : r->merge_rows);
+    }
+}
+
 void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
                    const fa_kernels *kern, void *ws) {
     const fa_problem *pb = &dp->base;
@@ -95,40 +144,18 @@ void fa_decode_run(const fa_decode_problem *dp, const fa_decode_plan *plan,
     }
     const fa_merge_job job = {splits, parts, part_lse, pb->o, pb->lse};
 
+    decode_run_state r = {dp, plan, kern, base, parts, part_lse, &job, 0, 0, 0, 0, 0};
     /* (varlen: seq_new is the longest sequence's; the others skip past theirs) */
-    const int64_t appends = dp->k_new ? pb->batch * dp->seq_new : 0;
-    const int64_t per_seq = plan->query_tiles * splits * plan->head_blocks;
-    const int64_t items = pb->seq_q > 0 ? pb->batch * per_seq : 0;
-    const int64_t merge_rows = splits > 1 ? pb->batch_q * pb->heads_q * pb->rows_q : 0;
-    const int64_t merge_units = (merge_rows + FA_MERGE_ROWS - 1) / FA_MERGE_ROWS;
+    r.appends = dp->k_new ? pb->batch * dp->seq_new : 0;
+    r.per_seq = plan->query_tiles * splits * plan->head_blocks;
+    r.items = pb->seq_q > 0 ? pb->batch * r.per_seq : 0;
+    r.merge_rows = splits > 1 ? pb->batch_q * pb->heads_q * pb->rows_q : 0;
+    r.merge_units = (r.merge_rows + FA_MERGE_ROWS - 1) / FA_MERGE_ROWS;
 
-#pragma omp parallel num_threads(plan->threads)
-    {
-        void *tw = fa_region_at(&plan->ws, base, FA_DECODE_WS_THREADS, (size_t)fa_thread_id());
-        /* the thread's tiles are free during the appends (Q alone holds d floats) */
-        float *tmp = (float *)fa_region_at(&plan->thread, tw, FA_DECODE_THREAD_Q, 0);
-#pragma omp for schedule(static)
-        for (int64_t it = 0; it < appends; it++)
-            fa_decode_append(dp, kern, it / dp->seq_new, it % dp->seq_new, tmp);
-        /* implicit barrier: the new rows are in the cache */
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < items; it++) {
-            const int64_t b = it / per_seq, r = it % per_seq;
-            const int64_t hblock = r % plan->head_blocks;
-            const int split = (int)(r / plan->head_blocks % splits);
-            const int64_t qtile = r / plan->head_blocks / splits;
-            if (splits > 1)
-                fa_decode_item(dp, plan, kern, b, hblock, qtile, split, &parts[split],
-                               (float *)part_lse[split], tw);
-            else
-                fa_decode_item(dp, plan, kern, b, hblock, qtile, 0, pb->o, pb->lse, tw);
-        }
-        /* implicit barrier: every split's partials are written */
-#pragma omp for schedule(static)
-        for (int64_t u = 0; u < merge_units; u++) {
-            const int64_t t0 = u * FA_MERGE_ROWS;
-            fa_merge_rows(kern, &job, t0, t0 + FA_MERGE_ROWS < merge_rows ? t0 + FA_MERGE_ROWS
-                                                                          : merge_rows);
-        }
+    if (fa_run_alone(plan->threads)) {
+        run_share(&r);
+        return;
     }
+#pragma omp parallel num_threads(plan->threads)
+    run_share(&r);
 }

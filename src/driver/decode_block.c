@@ -96,16 +96,24 @@ static int strip_rows(int mh, int mr, int s) {
  * the keys widened once into a [d][NR] panel, then the GEMM's MR x NR
  * broadcast tiles. Columns are computed in whole multiples of 16 (the
  * panel's columns past len zero); the extra ones land in S's slack past
- * the key and are overwritten by the next piece or never read. */
+ * the key and are overwritten by the next piece or never read.
+ *
+ * *pad >= 0: columns [*pad, *pad rounded up to 16) of the panel's d rows
+ * are zero (-1: unknown). The copy writes only columns below len, so
+ * after it [len, w) is zero when it was before or was cleared: a call
+ * with one key on 8 kv-heads clears once, not 8 times (the clearing was
+ * 40% of such a call's item). */
 static void wide_qk(const fa_kernels *kern, int mh, int len, int64_t d, const float *q,
                     const char *krow, flashattn_dtype dt, int64_t lds, float *wk, float *s,
-                    int64_t sld) {
+                    int64_t sld, int *pad) {
     const int nr = kern->nr, w = (len + 15) / 16 * 16;
     /* The padding columns are cleared before the copy, as the whole last
      * group of 16 (one 64-byte store a row, inlined): a memset call per
      * row of only the padding is a visible share of a short forward. */
-    if (w > len)
+    const int zero = *pad >= 0 && *pad <= len && (*pad + 15) / 16 * 16 == w;
+    if (w > len && !zero)
         for (int64_t c = 0; c < d; c++) memset(wk + c * nr + w - 16, 0, 16 * sizeof(float));
+    *pad = len;
     kern->transpose(wk, nr, krow, lds, dt, len, d);
     for (int r = 0, t = 0, rows; r < mh; r += rows, t++) {
         rows = strip_rows(mh, kern->mr, t);
@@ -120,7 +128,7 @@ static void wide_qk(const fa_kernels *kern, int mh, int len, int64_t d, const fl
  * as gemm_rows computes (kernels.h), so both paths give the same bits. */
 static void wide_pv(const fa_kernels *kern, int mh, int len, int64_t d, int64_t dpad,
                     const float *p, int64_t sld, const char *vrow, flashattn_dtype dt,
-                    int64_t lds, float *wv, float *acc, int accumulate) {
+                    int64_t lds, float *wv, float *acc, int accumulate, int *pad) {
     const int64_t es = fa_dtype_bytes(dt);
     /* f32 rows with no padding are already the GEMM's B rows: read in
      * place by up to two strips, not copied. The copy is contiguous and
@@ -134,6 +142,7 @@ static void wide_pv(const fa_kernels *kern, int mh, int len, int64_t d, int64_t 
             if (dpad > d) memset(wv + t * dpad + d, 0, (size_t)(dpad - d) * sizeof(float));
         }
         b = wv, ldb = dpad;
+        *pad = -1; /* wv is wide_qk's panel */
     }
     for (int64_t c = 0; c < dpad; c += kern->nr) {
         const int w = (int)(dpad - c < kern->nr ? dpad - c : kern->nr);
@@ -185,6 +194,7 @@ typedef struct {
     int64_t piece;           /* keys per kernel call */
     int mh, m;               /* rows per kv-head, in all */
     float *q, *s, *acc, *mx, *ls, *wk;
+    int *wide_pad; /* what wk holds (wide_qk) */
     fa_softmax_totals total; /* rows past FA_SUM_CHUNK keys (driver/softmax.h) */
 } decode_item;
 
@@ -244,7 +254,7 @@ static void qk_step(const decode_item *t, int64_t j0, int64_t n, int64_t j_end) 
             float *sh = t->s + h * t->mh * sld + (j - j0);
             if (t->plan->wide_piece)
                 wide_qk(t->kern, t->mh, (int)len, d, t->q + h * t->mh * d, row + h * khs, kt->dtype,
-                        kt->stride_seq, t->wk, sh, sld);
+                        kt->stride_seq, t->wk, sh, sld, t->wide_pad);
             else
                 t->kern->gemm_nt(t->mh, (int)len, d, t->q + h * t->mh * d, d, row + h * khs, kt->dtype,
                                  kt->stride_seq, sh, sld, pf);
@@ -295,7 +305,7 @@ static void pv_step(const decode_item *t, int64_t j0, int64_t n, int64_t j_end, 
                 scale_columns(t, 1, ph, sld, j, len, t->hk0 + h, 1);
             if (t->plan->wide_piece)
                 wide_pv(t->kern, t->mh, (int)len, dv, dpad, ph, sld, row + h * vhs, vt->dtype, vt->stride_seq,
-                        t->wk, t->acc + h * t->mh * dpad, !first || j > j0);
+                        t->wk, t->acc + h * t->mh * dpad, !first || j > j0, t->wide_pad);
             else
                 t->kern->gemm_rows(t->mh, (int)dv, len, ph, sld, row + h * vhs, vt->dtype, vt->stride_seq,
                                    t->acc + h * t->mh * dpad, dpad, !first || j > j0, pf);
@@ -349,9 +359,10 @@ static void finalize_rows(const decode_item *t, const flashattn_tensor *o, float
 
 void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
                     const fa_kernels *kern, int64_t b, int64_t hblock, int64_t qtile, int split,
-                    const flashattn_tensor *o, float *lse, void *tw) {
+                    const flashattn_tensor *o, float *lse, void *tw, int *wide_pad) {
     const fa_problem *pb = &dp->base;
     decode_item t;
+    t.wide_pad = wide_pad;
     t.dp = dp, t.plan = plan, t.kern = kern;
     t.seq = fa_seq_of(pb, b);
     t.hk0 = hblock * plan->heads_per_item, t.i0 = qtile * plan->queries_per_item;

@@ -59,83 +59,117 @@ static void seq_tiles_fill(const fa_problem *pb, const fa_kernels *kern, fa_fwd_
     seqs[pb->batch] = (fa_fwd_seq_tiles){0, 0, items};
 }
 
-void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern, void *ws) {
-    void *base = fa_layout_base(ws);
-    const int64_t groups = pb->batch * pb->heads_kv;
-    const int64_t bm = plan->block_m;
-    const int64_t qblocks = (pb->seq_q + bm - 1) / bm;
-    const int64_t chunk = fa_pack_chunk(kern);
-    const int64_t nchunks = (pb->seq_k + chunk - 1) / chunk;
-    if (groups == 0 || pb->seq_q == 0) return;
-    const int64_t kvblocks = (pb->seq_k + plan->block_n - 1) / plan->block_n;
-    const int64_t tslices = fa_score_tile_slices(pb);
-    uint8_t *tiles = tslices ? (uint8_t *)fa_region_at(&plan->ws, base, FA_FWD_WS_TILES, 0) : NULL;
-    fa_fwd_seq_tiles *seqs = plan->per_seq ? (fa_fwd_seq_tiles *)fa_region_at(&plan->ws, base, FA_FWD_WS_SEQS, 0)
-                                           : NULL;
-    if (seqs) seq_tiles_fill(pb, kern, seqs);
+/* What every thread of a forward call shares. */
+typedef struct {
+    const fa_problem *pb;
+    const fa_fwd_plan *plan;
+    const fa_kernels *kern;
+    void *base;
+    uint8_t *tiles;
+    fa_fwd_seq_tiles *seqs;
+    int64_t groups, qblocks, chunk, nchunks, kvblocks, tslices;
+} fwd_run_state;
 
-#pragma omp parallel num_threads(plan->threads)
-    {
-        void *tw = fa_region_at(&plan->ws, base, FA_FWD_WS_THREADS, (size_t)fa_thread_id());
+/* K and V of pass g0's ng groups, packed in 512-key chunks. */
+static void pack_pass(const fwd_run_state *r, int64_t g0, int64_t ng, void *tw) {
+    const fa_problem *pb = r->pb;
+    const fa_fwd_plan *plan = r->plan;
+    const fa_kernels *kern = r->kern;
 #pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < tslices * qblocks; it++)
-            fa_score_tiles_row(pb, it / qblocks, it % qblocks, bm, plan->block_n, qblocks, kvblocks, tiles);
-        /* implicit barrier: the mask's tiles are sorted */
-        for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
-            const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0
-                                                                    : plan->groups_per_pass;
-#pragma omp for schedule(dynamic)
-            for (int64_t it = 0; it < ng * nchunks; it++) {
-                const int64_t g = g0 + it / nchunks;
-                const fa_seq seq = fa_seq_of(pb, g / pb->heads_kv);
-                const int64_t hk = g % pb->heads_kv, j0 = it % nchunks * chunk;
-                const int64_t j1 = j0 + chunk < seq.seq_k ? j0 + chunk : seq.seq_k;
-                if (j0 >= j1) continue;
-                void *area = fa_region_at(&plan->ws, base, FA_FWD_WS_GROUPS, (size_t)(g - g0));
-                void *kp = fa_region_at(&plan->group, area, FA_FWD_GROUP_K, 0);
-                void *vp = fa_region_at(&plan->group, area, FA_FWD_GROUP_V, 0);
-                if (pb->int8_qk) {
-                    const fa_i8_keys keys = fa_i8_keys_of(plan, area);
-                    fa_pack_k_i8(pb, kern, &seq, hk, j0, j1, &keys,
-                                 fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
-                    if (plan->i8_pv_dot)
-                        fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp,
-                                        fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
-                    else
-                        fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,
-                                  (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0));
-                    if (pb->bf16_pv && !plan->i8_pv_dot) fa_round_v_bf16(pb, kern, &seq, j0, j1, (float *)vp);
-                } else if (plan->bf16_dot) {
-                    fa_pack_k_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)kp);
-                    fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp, NULL);
-                } else {
-                    fa_pack_k(pb, kern, &seq, hk, j0, j1, (float *)kp);
-                    fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,
-                              (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0));
-                }
-            }
-            /* implicit barrier: the pass's panels are complete */
-            if (plan->per_seq) {
-                const int64_t first = items_before(pb, seqs, g0), last = items_before(pb, seqs, g0 + ng);
-#pragma omp for schedule(dynamic)
-                for (int64_t it = first; it < last; it++) run_seq_item(pb, plan, kern, seqs, g0, it, base, tw);
-                continue;
-            }
-            const int64_t heads = ng * pb->group;
-#pragma omp for schedule(dynamic)
-            for (int64_t it = 0; it < heads * qblocks; it++) {
-                /* Last q-blocks first: under causal masks they are the longest. */
-                const int64_t qb = qblocks - 1 - it / heads;
-                const int64_t g = g0 + it % heads / pb->group;
-                const fa_seq seq = fa_seq_of(pb, g / pb->heads_kv);
-                const int64_t h = g % pb->heads_kv * pb->group + it % heads % pb->group;
-                const int64_t i0 = qb * bm;
-                const int64_t i1 = i0 + bm < seq.seq_q ? i0 + bm : seq.seq_q;
-                if (i0 >= i1) continue;
-                fa_fwd_block(pb, plan, kern, &seq, h, i0, i1, plan->block_n,
-                             fa_region_at(&plan->ws, base, FA_FWD_WS_GROUPS, (size_t)(g - g0)), tw,
-                             tiles);
-            }
+    for (int64_t it = 0; it < ng * r->nchunks; it++) {
+        const int64_t g = g0 + it / r->nchunks;
+        const fa_seq seq = fa_seq_of(pb, g / pb->heads_kv);
+        const int64_t hk = g % pb->heads_kv, j0 = it % r->nchunks * r->chunk;
+        const int64_t j1 = j0 + r->chunk < seq.seq_k ? j0 + r->chunk : seq.seq_k;
+        if (j0 >= j1) continue;
+        void *area = fa_region_at(&plan->ws, r->base, FA_FWD_WS_GROUPS, (size_t)(g - g0));
+        void *kp = fa_region_at(&plan->group, area, FA_FWD_GROUP_K, 0);
+        void *vp = fa_region_at(&plan->group, area, FA_FWD_GROUP_V, 0);
+        if (pb->int8_qk) {
+            const fa_i8_keys keys = fa_i8_keys_of(plan, area);
+            fa_pack_k_i8(pb, kern, &seq, hk, j0, j1, &keys,
+                         fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
+            if (plan->i8_pv_dot)
+                fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp,
+                                fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
+            else
+                fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,
+                          (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0));
+            if (pb->bf16_pv && !plan->i8_pv_dot) fa_round_v_bf16(pb, kern, &seq, j0, j1, (float *)vp);
+        } else if (plan->bf16_dot) {
+            fa_pack_k_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)kp);
+            fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp, NULL);
+        } else {
+            fa_pack_k(pb, kern, &seq, hk, j0, j1, (float *)kp);
+            fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,
+                      (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0));
         }
     }
+    /* implicit barrier: the pass's panels are complete */
+}
+
+/* The q-blocks of pass g0's ng groups. */
+static void blocks_pass(const fwd_run_state *r, int64_t g0, int64_t ng, void *tw) {
+    const fa_problem *pb = r->pb;
+    const fa_fwd_plan *plan = r->plan;
+    const int64_t bm = plan->block_m, qblocks = r->qblocks;
+    if (r->seqs) {
+        const int64_t first = items_before(pb, r->seqs, g0), last = items_before(pb, r->seqs, g0 + ng);
+#pragma omp for schedule(dynamic)
+        for (int64_t it = first; it < last; it++) run_seq_item(pb, plan, r->kern, r->seqs, g0, it, r->base, tw);
+        return;
+    }
+    const int64_t heads = ng * pb->group;
+#pragma omp for schedule(dynamic)
+    for (int64_t it = 0; it < heads * qblocks; it++) {
+        /* Last q-blocks first: under causal masks they are the longest. */
+        const int64_t qb = qblocks - 1 - it / heads;
+        const int64_t g = g0 + it % heads / pb->group;
+        const fa_seq seq = fa_seq_of(pb, g / pb->heads_kv);
+        const int64_t h = g % pb->heads_kv * pb->group + it % heads % pb->group;
+        const int64_t i0 = qb * bm;
+        const int64_t i1 = i0 + bm < seq.seq_q ? i0 + bm : seq.seq_q;
+        if (i0 >= i1) continue;
+        fa_fwd_block(pb, plan, r->kern, &seq, h, i0, i1, plan->block_n,
+                     fa_region_at(&plan->ws, r->base, FA_FWD_WS_GROUPS, (size_t)(g - g0)), tw, r->tiles);
+    }
+}
+
+/* One thread's share of every loop (orphaned: bound to the region
+ * fa_fwd_run opens, or to the calling thread alone). */
+static void run_share(const fwd_run_state *r) {
+    const fa_problem *pb = r->pb;
+    const fa_fwd_plan *plan = r->plan;
+    void *tw = fa_region_at(&plan->ws, r->base, FA_FWD_WS_THREADS, (size_t)fa_thread_id());
+#pragma omp for schedule(dynamic)
+    for (int64_t it = 0; it < r->tslices * r->qblocks; it++)
+        fa_score_tiles_row(pb, it / r->qblocks, it % r->qblocks, plan->block_m, plan->block_n, r->qblocks,
+                           r->kvblocks, r->tiles);
+    /* implicit barrier: the mask's tiles are sorted */
+    for (int64_t g0 = 0; g0 < r->groups; g0 += plan->groups_per_pass) {
+        const int64_t ng = r->groups - g0 < plan->groups_per_pass ? r->groups - g0 : plan->groups_per_pass;
+        pack_pass(r, g0, ng, tw);
+        blocks_pass(r, g0, ng, tw);
+    }
+}
+
+void fa_fwd_run(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernels *kern, void *ws) {
+    fwd_run_state r = {pb, plan, kern, fa_layout_base(ws), NULL, NULL, 0, 0, 0, 0, 0, 0};
+    r.groups = pb->batch * pb->heads_kv;
+    r.qblocks = (pb->seq_q + plan->block_m - 1) / plan->block_m;
+    r.chunk = fa_pack_chunk(kern);
+    r.nchunks = (pb->seq_k + r.chunk - 1) / r.chunk;
+    if (r.groups == 0 || pb->seq_q == 0) return;
+    r.kvblocks = (pb->seq_k + plan->block_n - 1) / plan->block_n;
+    r.tslices = fa_score_tile_slices(pb);
+    r.tiles = r.tslices ? (uint8_t *)fa_region_at(&plan->ws, r.base, FA_FWD_WS_TILES, 0) : NULL;
+    r.seqs = plan->per_seq ? (fa_fwd_seq_tiles *)fa_region_at(&plan->ws, r.base, FA_FWD_WS_SEQS, 0) : NULL;
+    if (r.seqs) seq_tiles_fill(pb, kern, r.seqs);
+
+    if (fa_run_alone(plan->threads)) {
+        run_share(&r);
+        return;
+    }
+#pragma omp parallel num_threads(plan->threads)
+    run_share(&r);
 }

@@ -194,12 +194,30 @@ static inline __attribute__((always_inline)) void block16(float *dst, int64_t ld
     for (int i = 0; i < cc; i++) _mm512_mask_storeu_ps(dst + i * ldd, rmask, x[i]);
 }
 
+/* Rows fewer than FEW_ROWS: each row's 16 columns widened, then
+ * scattered into their 16 destination rows. The register transpose
+ * costs the same whatever the rows (its shuffles run on one port), and
+ * for the one key of a 1 x 1 call or the last key of a length it was
+ * most of the copy; through a buffer and scalar copies, the vector store
+ * does not forward to the narrow loads. idx: 16 destination row offsets
+ * (ldd below 2^27, so they fit in 32 bits). */
+#define FEW_ROWS 4
+static inline __attribute__((always_inline)) void few16(float *dst, const __m512i idx, const char *s0,
+                                                        int64_t ldsb, const flashattn_dtype dt,
+                                                        const int rr, const __mmask16 cmask) {
+    for (int i = 0; i < rr; i++)
+        _mm512_mask_i32scatter_ps(dst + i, cmask, idx, fa512_widen(dt, s0 + i * ldsb, cmask), 4);
+}
+
 /* dt is a literal at each call site, so each dtype gets its own loops. */
 static inline __attribute__((always_inline)) void transpose_dt(float *dst, int64_t ldd,
                                                                const void *src, int64_t lds,
                                                                const flashattn_dtype dt, int rows,
                                                                int64_t cols) {
     const int64_t es = fa_dtype_bytes(dt);
+    const int few = ldd < ((int64_t)1 << 27);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(few ? (int)ldd : 0));
     for (int r0 = 0; r0 < rows; r0 += 16) {
         const char *s0 = (const char *)src + r0 * lds * es;
         const int rr = rows - r0 < 16 ? rows - r0 : 16;
@@ -208,6 +226,8 @@ static inline __attribute__((always_inline)) void transpose_dt(float *dst, int64
             float *d0 = dst + c0 * ldd + r0;
             if (rr == 16 && cols - c0 >= 16) {
                 block16(d0, ldd, s0 + c0 * es, lds * es, dt, 16, 0xffff, 16, 0xffff);
+            } else if (rr < FEW_ROWS && few) {
+                few16(d0, idx, s0 + c0 * es, lds * es, dt, rr, tail_mask(cols - c0));
             } else {
                 const int cc = cols - c0 < 16 ? (int)(cols - c0) : 16;
                 block16(d0, ldd, s0 + c0 * es, lds * es, dt, rr, tail_mask(cc), cc, rmask);
