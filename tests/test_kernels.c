@@ -16,6 +16,7 @@
  * below, at and above the usual blocks, odd strides, misaligned pointers;
  * a failure prints the table, the kernel and the shape.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -697,6 +698,30 @@ static void test_softcap_row(const fa_kernels *kn, uint64_t *rng) {
     }
 }
 
+/* all_finite: every length up to 130 from misaligned starts, all finite
+ * (extremes included), then one NaN, infinity or signalling NaN at each
+ * position in turn, which must be found; and never a value past n. */
+static void test_all_finite(const fa_kernels *kn, uint64_t *rng) {
+    static const uint32_t bad[] = {0x7fc00000u, 0xffc00001u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xffbfffffu};
+    float buf[140];
+    for (int64_t n = 0; n <= 130; n++)
+        for (int off = 0; off < 3; off++) {
+            float *x = buf + off;
+            for (int64_t i = 0; i < n; i++) x[i] = (float)(tt_rand_normal(rng) * 1e30);
+            if (n > 2) x[0] = FLT_MAX, x[1] = -FLT_MAX, x[n - 1] = 1e-45f;
+            x[n] = fa_bits_f32(0x7fc00000u); /* past the end: never read */
+            TT_CHECK(kn->all_finite(x, n) == 1 && fa_all_finite_ref(x, n) == 1, "%s all_finite n=%lld: finite row flagged",
+                     kn->isa, (long long)n);
+            for (int64_t at = 0; at < n; at++) {
+                const float keep = x[at];
+                x[at] = fa_bits_f32(bad[(at + n) % 6]);
+                TT_CHECK(kn->all_finite(x, n) == 0, "%s all_finite n=%lld: %08x at %lld missed", kn->isa, (long long)n,
+                         bad[(at + n) % 6], (long long)at);
+                x[at] = keep;
+            }
+        }
+}
+
 /* alibi_row against the portable kernel, bit for bit: row lengths around
  * the vector width, distances on both sides of a, and past 2^24 (where a
  * itself is a rounded integer). */
@@ -842,7 +867,7 @@ static void test_tables(void) {
         for (int i = 0; i < nl; i++) named |= strcmp(listed[i], k->isa) == 0;
         TT_CHECK(named, "table %s is not in kernels/isa_list.h", k->isa);
         const void *entries[] = {
-            (const void *)k->cpu_supported, (const void *)k->gemm, (const void *)k->row_max,
+            (const void *)k->cpu_supported, (const void *)k->gemm, (const void *)k->row_max, (const void *)k->all_finite,
             (const void *)k->exp2_sum, (const void *)k->scale, (const void *)k->scale_cols, (const void *)k->load,
             (const void *)k->store, (const void *)k->store_stream, (const void *)k->store_fence,
             (const void *)k->gemm_nt, (const void *)k->gemm_rows, (const void *)k->transpose,
@@ -889,6 +914,7 @@ int main(void) {
         test_transpose_page_end(kn);
         test_softcap_row(kn, &rng);
         test_alibi_row(kn, &rng);
+        test_all_finite(kn, &rng);
         test_dropout_row(kn, &rng);
         test_gemm_i8(kn, &rng);
         tested++;

@@ -31,6 +31,7 @@ The library uses torch.get_num_threads() threads, as torch's own CPU ops do.
 """
 
 import ctypes
+import struct
 from typing import Optional, Tuple, Union
 
 import numpy as np
@@ -264,6 +265,56 @@ def _precision(params, precision, *inputs):
     return _lib.with_precision(params, precision)
 
 
+_PLAIN_DTYPES = torch_tensors.DTYPES  # {torch dtype: flashattn_dtype} of q, k, v
+_TENSORS4 = struct.Struct("@" + _lib.TENSOR.format.lstrip("@") * 4)
+if _TENSORS4.size != 4 * _lib.TENSOR.size:
+    raise ImportError("flashattn: four packed flashattn_tensors are not %d bytes" % (4 * _lib.TENSOR.size))
+
+
+def _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic):
+    """flash_attn_func's forward, out and softmax_lse, when nothing needs
+    its general path: no gradient to record, not tracing, CPU tensors of
+    one float dtype the library reads in place, V's head_dim Q's. The
+    general path's steps folded into one function: at one query and one
+    key they took twice the C call's time (docs/performance.md). None when
+    it does not apply; the general path then runs, and raises what it
+    raises. The library validates the rest, as on the general path."""
+    if type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor:
+        return None
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return None
+    dt = q.dtype
+    code = _PLAIN_DTYPES.get(dt)
+    if code is None or k.dtype is not dt or v.dtype is not dt \
+            or not (q.is_cpu and k.is_cpu and v.is_cpu) or torch_ops.tracing():
+        return None
+    qs, ks, vs = q.shape, k.shape, v.shape
+    if len(qs) != 4 or len(ks) != 4 or len(vs) != 4 or vs[3] != qs[3]:
+        return None
+    qt, kt, vt = q.stride(), k.stride(), v.stride()
+    if (qt[3] != 1 and qs[3] > 1) or (kt[3] != 1 and ks[3] > 1) or (vt[3] != 1 and vs[3] > 1):
+        return None
+    params = _params(softmax_scale, causal, window_size, deterministic)
+    b, sq, h, d = qs
+    out = torch.empty_like(q) if q.is_contiguous() else torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(b, h, sq, dtype=torch.float32)
+    buf, at = _lib.descriptor_slots()
+    size = _lib.TENSOR.size
+    _TENSORS4.pack_into(
+        buf, 0,
+        q.data_ptr(), code, b, sq, h, d, qt[0] if b > 1 else 0, qt[1] if sq > 1 else 0, qt[2] if h > 1 else 0, 1,
+        k.data_ptr(), code, ks[0], ks[1], ks[2], ks[3], kt[0] if ks[0] > 1 else 0, kt[1] if ks[1] > 1 else 0,
+        kt[2] if ks[2] > 1 else 0, 1,
+        v.data_ptr(), code, vs[0], vs[1], vs[2], vs[3], vt[0] if vs[0] > 1 else 0, vt[1] if vs[1] > 1 else 0,
+        vt[2] if vs[2] > 1 else 0, 1,
+        out.data_ptr(), code, b, sq, h, d, sq * h * d if b > 1 else 0, h * d if sq > 1 else 0,
+        d if h > 1 else 0, 1)
+    status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, at, at + size, at + 2 * size, at + 3 * size,
+                      lse.data_ptr(), ctypes.addressof(params))
+    _lib.check(status, "flashattn_fwd")
+    return out, lse
+
+
 def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
                     softmax_scale: Optional[float] = None, causal: bool = False,
                     window_size: Window = (-1, -1), softcap: float = 0.0,
@@ -284,6 +335,10 @@ def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
     Returns out (batch, seqlen_q, nheads, headdim), or with
     return_attn_probs (out, softmax_lse (batch, nheads, seqlen_q) float32, None).
     """
+    if dropout_p == 0.0 and not softcap and alibi_slopes is None and precision == "exact":
+        plain = _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic)
+        if plain is not None:
+            return _result(*plain, return_attn_probs)
     if torch_ops.tracing() and precision == "exact":
         return torch_ops.flash_attn(q, k, v, dropout_p, softmax_scale, causal, window_size,
                                     softcap, alibi_slopes, deterministic, return_attn_probs)

@@ -6,6 +6,7 @@ import torch
 from . import _lib
 
 _DTYPES = {torch.float32: _lib.F32, torch.float16: _lib.F16, torch.bfloat16: _lib.BF16}
+DTYPES = _DTYPES  # the float dtypes, for flash_attn_interface's plain path
 # A KV cache's storage may also be 8-bit (with scales): the packing knows every dtype.
 CACHE_DTYPES = {torch.int8: _lib.INT8, torch.float8_e4m3fn: _lib.FP8_E4M3,
                 torch.float8_e5m2: _lib.FP8_E5M2}

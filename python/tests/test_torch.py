@@ -277,6 +277,30 @@ def test_calls_without_autograd_equal_the_autograd_ones(probs):
                 assert torch.equal(res, recorded.detach()) and not res.requires_grad
 
 
+def test_plain_calls_take_the_folded_path(monkeypatch):
+    """A call with nothing to record, on tensors read in place, runs
+    _plain_forward and never the general path's _forward (whose Python
+    steps cost twice a 1 x 1 call's C time); with a gradient to record, a
+    non-contiguous head_dim or dropout it runs the general path."""
+    from flashattn import flash_attn_interface as fai
+    q, k, v = make((1, 3, 5, 4, 2, 16), torch.float32, seed=8)
+    expected = flash_attn_func(q, k, v, causal=True)
+
+    def general(*args, **kwargs):
+        raise AssertionError("the general path ran")
+    monkeypatch.setattr(fai, "_forward", general)
+    assert torch.equal(flash_attn_func(q, k, v, causal=True), expected)
+    out, lse, _ = flash_attn_func(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, causal=True,
+                                  return_attn_probs=True)
+    assert torch.equal(out, expected) and out.is_contiguous() and lse.shape == (1, 4, 3)
+    for call in (lambda: flash_attn_func(q.requires_grad_(), k, v, causal=True),
+                 lambda: flash_attn_func(torch.stack([q, q], -1)[..., 0], k, v),
+                 lambda: flash_attn_func(q, k, v, dropout_p=0.5)):
+        with pytest.raises(AssertionError, match="general path"):
+            call()
+        q = q.detach()
+
+
 def test_params_follow_the_thread_count_and_skip_tensor_options():
     from flashattn import flash_attn_interface as fi
     before = torch.get_num_threads()

@@ -149,7 +149,7 @@ static int reduce_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, cons
             kern->store((void *)fa_row_ptr(pb->dq, b, seq->q0 + i, h), pb->dq->dtype,
                         row + (i - r0) * d, d, pb->scale);
     }
-    return fa_floats_finite(acc, d * bm);
+    return kern->all_finite(acc, d * bm);
 }
 
 /* dK = dV = 0 on the keys of sequence b past seqused_k: rows that hold

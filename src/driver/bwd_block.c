@@ -407,7 +407,7 @@ int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_k
     if (plan->bf16_dot) kern->gemm_bf16_done();
 
     const fa_store_fn store = plan->stream_dkv ? kern->store_stream : kern->store;
-    const int finite = fa_floats_finite(t.dk, keys * dp) && fa_floats_finite(t.dv, keys * dvp);
+    const int finite = kern->all_finite(t.dk, keys * dp) && kern->all_finite(t.dv, keys * dvp);
     for (int r = 0; r < keys; r++) {
         store((void *)fa_row_ptr(pb->dk, b, k0 + j0 + r, hk), pb->dk->dtype, t.dk + r * dp, d, 1.0f);
         store((void *)fa_row_ptr(pb->dv, b, k0 + j0 + r, hk), pb->dv->dtype, t.dv + r * dvp, dv, 1.0f);

@@ -29,19 +29,13 @@ static inline fa_kernels fa_careful_kernels(const fa_kernels *fast) {
     return k;
 }
 
-static inline int fa_floats_finite(const float *x, int64_t n) {
-    int bad = 0;
-    for (int64_t i = 0; i < n; i++) bad |= !isfinite(x[i]);
-    return !bad;
-}
-
 /* The online softmax's state of rows [0, rows) (acc rows ld apart, d
  * columns; running max m, sum l): whether it is what the rule gives. A row
  * that saw no key (l = 0) is ignored: its acc is never read. */
-static inline int fa_softmax_rows_finite(const float *acc, int64_t ld, int64_t d, const float *m,
-                                         const float *l, int rows) {
+static inline int fa_softmax_rows_finite(const fa_kernels *kern, const float *acc, int64_t ld, int64_t d,
+                                         const float *m, const float *l, int rows) {
     for (int r = 0; r < rows; r++)
-        if (l[r] != 0.0f && (!isfinite(l[r]) || !isfinite(m[r]) || !fa_floats_finite(acc + r * ld, d)))
+        if (l[r] != 0.0f && (!isfinite(l[r]) || !isfinite(m[r]) || !kern->all_finite(acc + r * ld, d)))
             return 0;
     return 1;
 }

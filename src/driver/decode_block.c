@@ -387,7 +387,7 @@ void fa_decode_item(const fa_decode_problem *dp, const fa_decode_plan *plan,
     for (int pass = 0;; pass++) {
         load_queries(&t);
         run_split(&t, split);
-        if (pass || fa_softmax_rows_finite(t.acc, pb->head_dim_v_pad, pb->head_dim_v, t.mx, t.ls, t.m)) break;
+        if (pass || fa_softmax_rows_finite(kern, t.acc, pb->head_dim_v_pad, pb->head_dim_v, t.mx, t.ls, t.m)) break;
         careful = fa_careful_kernels(kern);
         t.kern = &careful;
     }

@@ -342,7 +342,7 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
             block(&t, ROUTE_BF16);
         else
             block(&t, ROUTE_F32);
-        if (pass || fa_softmax_rows_finite(t.acc, pb->head_dim_v_pad, pb->head_dim_v, t.mx, t.ls, t.m))
+        if (pass || fa_softmax_rows_finite(kern, t.acc, pb->head_dim_v_pad, pb->head_dim_v, t.mx, t.ls, t.m))
             break;
         careful = fa_careful_kernels(kern);
         t.kern = &careful;

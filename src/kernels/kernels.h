@@ -100,6 +100,11 @@ typedef struct fa_kernels {
     /* max(x[0..n)); -INFINITY for n == 0. NaNs need not propagate. */
     float (*row_max)(const float *x, int64_t n);
 
+    /* 1 when no x[i], i < n, is a NaN or an infinity, else 0 (1 for
+     * n == 0): the drivers' test for the careful rerun (driver/careful.h),
+     * after every item. */
+    int (*all_finite)(const float *x, int64_t n);
+
     /* x[i] = exp2(x[i] - m) for i < n, returns the sum of the new x[i].
      * Contract: m is finite, x[i] <= m or x[i] = -INFINITY (which gives 0).
      * Relative error of each term at most 4 ulp of float. The backward

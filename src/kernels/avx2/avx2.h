@@ -11,6 +11,7 @@
 void fa_gemm_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
                   int64_t ldb, float *c, int64_t ldc, int accumulate);
 float fa_row_max_avx2(const float *x, int64_t n);
+int fa_all_finite_avx2(const float *x, int64_t n);
 float fa_exp2_sum_avx2(float *x, int64_t n, float m);
 void fa_softcap_row_avx2(float *x, int64_t n, float cap, float *dcap);
 void fa_alibi_row_avx2(float *x, int64_t n, float a, float slope);

@@ -13,6 +13,25 @@
 #include "kernels/avx2/avx2.h"
 #include "kernels/avx2/exp2_avx2.h"
 
+/* A float is a NaN or an infinity when its exponent bits are all set:
+ * the lanes' exponents compared with the mask, 32 floats a step. */
+int fa_all_finite_avx2(const float *x, int64_t n) {
+    FA_KERNEL_CONTRACT(n >= 0);
+    const __m256i e = _mm256_set1_epi32(0x7f800000);
+    __m256i bad = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int u = 0; u < 4; u++) {
+            const __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8 * u)), e);
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(b, e));
+        }
+    for (; i + 8 <= n; i += 8)
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), e), e));
+    int any = !_mm256_testz_si256(bad, bad);
+    for (; i < n; i++) any |= !isfinite(x[i]);
+    return !any;
+}
+
 float fa_row_max_avx2(const float *x, int64_t n) {
     FA_KERNEL_CONTRACT(n >= 0);
     /* VMAXPS returns its second operand when the first is NaN, so

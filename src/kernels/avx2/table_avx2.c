@@ -10,6 +10,7 @@ const fa_kernels fa_kernels_avx2 = {
     .nr = FA_AVX2_NR,
     .gemm = fa_gemm_avx2,
     .row_max = fa_row_max_avx2,
+    .all_finite = fa_all_finite_avx2,
     .exp2_sum = fa_exp2_sum_avx2,
     .scale = fa_scale_avx2,
     .scale_cols = fa_scale_cols_avx2,

@@ -8,6 +8,7 @@
  * which add their bf16 tile and CPU check. */
 #define FA_AVX512_ENTRIES                                                                         \
     .mr = FA_AVX512_MR, .nr = FA_AVX512_NR, .gemm = fa_gemm_avx512, .row_max = fa_row_max_avx512,  \
+    .all_finite = fa_all_finite_avx512,                                                            \
     .exp2_sum = fa_exp2_sum_avx512, .scale = fa_scale_avx512, .load = fa_load_avx512,              \
     .scale_cols = fa_scale_cols_avx512,                                                            \
     .store = fa_store_avx512, .store_stream = fa_store_stream_avx512,                              \
@@ -21,6 +22,7 @@
 void fa_gemm_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const float *b,
                     int64_t ldb, float *c, int64_t ldc, int accumulate);
 float fa_row_max_avx512(const float *x, int64_t n);
+int fa_all_finite_avx512(const float *x, int64_t n);
 float fa_exp2_sum_avx512(float *x, int64_t n, float m);
 void fa_scale_avx512(float *x, int64_t n, float a);
 void fa_scale_cols_avx512(float *x, int64_t ld, int rows, int64_t n, const float *s, int skip_zero);

@@ -18,6 +18,22 @@ static inline __mmask16 tail_mask(int64_t left) {
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
 }
 
+/* VFPCLASSPS finds the NaNs (quiet 0x01, signalling 0x80) and the
+ * infinities (0x08, 0x10), 64 floats a step. */
+int fa_all_finite_avx512(const float *x, int64_t n) {
+    FA_KERNEL_CONTRACT(n >= 0);
+    __mmask16 bad = 0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        bad |= _mm512_fpclass_ps_mask(_mm512_loadu_ps(x + i), 0x99) |
+               _mm512_fpclass_ps_mask(_mm512_loadu_ps(x + i + 16), 0x99) |
+               _mm512_fpclass_ps_mask(_mm512_loadu_ps(x + i + 32), 0x99) |
+               _mm512_fpclass_ps_mask(_mm512_loadu_ps(x + i + 48), 0x99);
+    for (; i + 16 <= n; i += 16) bad |= _mm512_fpclass_ps_mask(_mm512_loadu_ps(x + i), 0x99);
+    if (i < n) bad |= _mm512_mask_fpclass_ps_mask(tail_mask(n - i), _mm512_maskz_loadu_ps(tail_mask(n - i), x + i), 0x99);
+    return !bad;
+}
+
 float fa_row_max_avx512(const float *x, int64_t n) {
     FA_KERNEL_CONTRACT(n >= 0);
     /* VMAXPS returns its second operand when the first is NaN, so

@@ -10,6 +10,7 @@ const fa_kernels fa_kernels_neon = {
     .nr = FA_NEON_NR,
     .gemm = fa_gemm_neon,
     .row_max = fa_row_max_neon,
+    .all_finite = fa_all_finite_ref, /* portable C, vectorised by the compiler */
     .exp2_sum = fa_exp2_sum_neon,
     .scale = fa_scale_neon,
     .scale_cols = fa_scale_cols_ref, /* a few dozen floats a decode piece */

@@ -10,6 +10,13 @@ float fa_row_max_ref(const float *x, int64_t n) {
     return m;
 }
 
+int fa_all_finite_ref(const float *x, int64_t n) {
+    FA_KERNEL_CONTRACT(n >= 0);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad |= !isfinite(x[i]);
+    return !bad;
+}
+
 float fa_exp2_sum_ref(float *x, int64_t n, float m) {
     FA_KERNEL_CONTRACT(n >= 0);
     /* x <= m, so every term is in (0, 1]: no overflow, the sum is at most n. */

@@ -12,6 +12,7 @@ const fa_kernels fa_kernels_scalar = {
     .nr = FA_REF_NR,
     .gemm = fa_gemm_ref,
     .row_max = fa_row_max_ref,
+    .all_finite = fa_all_finite_ref,
     .exp2_sum = fa_exp2_sum_ref,
     .scale = fa_scale_ref,
     .scale_cols = fa_scale_cols_ref,

@@ -11,6 +11,7 @@ const fa_kernels fa_kernels_sve = {
     .nr = FA_SVE_NR,
     .gemm = fa_gemm_sve,
     .row_max = fa_row_max_neon,
+    .all_finite = fa_all_finite_ref, /* portable C, vectorised by the compiler */
     .exp2_sum = fa_exp2_sum_sve,
     .scale = fa_scale_neon,
     .scale_cols = fa_scale_cols_ref,
