@@ -298,6 +298,16 @@ def run(fn, size_fn, *args):
     return fn(*args, ctypes.addressof(buf), len(buf))
 
 
+def lse_scratch(n):
+    """The address of this thread's room for n floats: an LSE the library
+    must compute (a call's rounding depends on it being asked for) but the
+    caller discards. A torch tensor for it cost 1.6 us of a 17 us call."""
+    buf = getattr(_scratch, "lse", None)
+    if buf is None or len(buf) < n:
+        _scratch.lse = buf = (ctypes.c_float * max(n, 256))()
+    return ctypes.addressof(buf)
+
+
 def release_workspace():
     """Free this thread's scratch buffer (the next call allocates afresh)."""
     _scratch.buf = None

@@ -271,8 +271,9 @@ if _TENSORS4.size != 4 * _lib.TENSOR.size:
     raise ImportError("flashattn: four packed flashattn_tensors are not %d bytes" % (4 * _lib.TENSOR.size))
 
 
-def _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic):
-    """flash_attn_func's forward, out and softmax_lse, when nothing needs
+def _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic, want_lse):
+    """flash_attn_func's forward, out and softmax_lse (None unless
+    want_lse: the library then writes it to scratch), when nothing needs
     its general path: no gradient to record, not tracing, CPU tensors of
     one float dtype the library reads in place, V's head_dim Q's. The
     general path's steps folded into one function: at one query and one
@@ -297,7 +298,11 @@ def _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic):
     params = _params(softmax_scale, causal, window_size, deterministic)
     b, sq, h, d = qs
     out = torch.empty_like(q) if q.is_contiguous() else torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = torch.empty(b, h, sq, dtype=torch.float32)
+    if want_lse:
+        lse = torch.empty(b, h, sq, dtype=torch.float32)
+        lse_at = lse.data_ptr()
+    else:
+        lse, lse_at = None, _lib.lse_scratch(b * h * sq)
     buf, at = _lib.descriptor_slots()
     size = _lib.TENSOR.size
     _TENSORS4.pack_into(
@@ -310,7 +315,7 @@ def _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic):
         out.data_ptr(), code, b, sq, h, d, sq * h * d if b > 1 else 0, h * d if sq > 1 else 0,
         d if h > 1 else 0, 1)
     status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, at, at + size, at + 2 * size, at + 3 * size,
-                      lse.data_ptr(), ctypes.addressof(params))
+                      lse_at, ctypes.addressof(params))
     _lib.check(status, "flashattn_fwd")
     return out, lse
 
@@ -336,7 +341,8 @@ def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
     return_attn_probs (out, softmax_lse (batch, nheads, seqlen_q) float32, None).
     """
     if dropout_p == 0.0 and not softcap and alibi_slopes is None and precision == "exact":
-        plain = _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic)
+        plain = _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic,
+                               return_attn_probs)
         if plain is not None:
             return _result(*plain, return_attn_probs)
     if torch_ops.tracing() and precision == "exact":
