@@ -165,6 +165,35 @@ static void block8(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flasha
     for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, t[i]);
 }
 
+/* Rows fewer than FEW_ROWS, 8 whole columns: each row's columns
+ * widened, then each element extracted straight to its destination row
+ * (VEXTRACTPS to memory). The 8 x 8 register transpose, through a zeroed block and back,
+ * costs the same for one row as for eight: for the one key of a 1 x 1
+ * call it was 42% of the instructions. */
+#define FEW_ROWS 4
+#define FA_PUT_LANE(h, lane, to)                    \
+    do {                                            \
+        const int bits_ = _mm_extract_ps(h, lane);  \
+        memcpy(to, &bits_, sizeof bits_);           \
+    } while (0)
+static inline __attribute__((always_inline)) void few8(float *dst, int64_t ldd, const char *s0, int64_t ldsb,
+                                                       flashattn_dtype dt, int rr) {
+    for (int i = 0; i < rr; i++) {
+        const __m256 x = fa256_widen(dt, s0 + i * ldsb);
+        const __m128 lo = _mm256_castps256_ps128(x), hi = _mm256_extractf128_ps(x, 1);
+        float *d = dst + i;
+        FA_PUT_LANE(lo, 0, d);
+        FA_PUT_LANE(lo, 1, d + ldd);
+        FA_PUT_LANE(lo, 2, d + 2 * ldd);
+        FA_PUT_LANE(lo, 3, d + 3 * ldd);
+        FA_PUT_LANE(hi, 0, d + 4 * ldd);
+        FA_PUT_LANE(hi, 1, d + 5 * ldd);
+        FA_PUT_LANE(hi, 2, d + 6 * ldd);
+        FA_PUT_LANE(hi, 3, d + 7 * ldd);
+    }
+}
+#undef FA_PUT_LANE
+
 /* 8 x 8 blocks in registers. A partial block (the last keys of a length
  * that is no multiple of 8, the last columns of an odd head_dim) is copied
  * into a zeroed whole one first and its live part copied out after: AVX2
@@ -181,6 +210,10 @@ void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, fl
             const int cc = cols - c0 < 8 ? (int)(cols - c0) : 8;
             if (rr == 8 && cc == 8) {
                 block8(dst + c0 * ldd + r0, ldd, s0 + c0 * es, lds * es, dt);
+                continue;
+            }
+            if (rr < FEW_ROWS && cc == 8) {
+                few8(dst + c0 * ldd + r0, ldd, s0 + c0 * es, lds * es, dt, rr);
                 continue;
             }
             _Alignas(32) unsigned char in[8 * 8 * 4] = {0};
