@@ -301,7 +301,8 @@ def run(fn, size_fn, *args):
 def lse_scratch(n):
     """The address of this thread's room for n floats: an LSE the library
     must compute (a call's rounding depends on it being asked for) but the
-    caller discards. A torch tensor for it cost 1.6 us of a 17 us call."""
+    caller discards (torch.empty alone took 1.6 us, against 17 us for a
+    whole 1 x 1 call)."""
     buf = getattr(_scratch, "lse", None)
     if buf is None or len(buf) < n:
         _scratch.lse = buf = (ctypes.c_float * max(n, 256))()

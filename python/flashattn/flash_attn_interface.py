@@ -268,7 +268,8 @@ def _precision(params, precision, *inputs):
 _PLAIN_DTYPES = torch_tensors.DTYPES  # {torch dtype: flashattn_dtype} of q, k, v
 _TENSORS4 = struct.Struct("@" + _lib.TENSOR.format.lstrip("@") * 4)
 if _TENSORS4.size != 4 * _lib.TENSOR.size:
-    raise ImportError("flashattn: four packed flashattn_tensors are not %d bytes" % (4 * _lib.TENSOR.size))
+    raise ImportError("flashattn: four packed flashattn_tensors are not %d bytes"
+                      % (4 * _lib.TENSOR.size))
 
 
 def _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic, want_lse):
@@ -297,7 +298,8 @@ def _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic, w
         return None
     params = _params(softmax_scale, causal, window_size, deterministic)
     b, sq, h, d = qs
-    out = torch.empty_like(q) if q.is_contiguous() else torch.empty_like(q, memory_format=torch.contiguous_format)
+    out = torch.empty_like(q) if q.is_contiguous() \
+        else torch.empty_like(q, memory_format=torch.contiguous_format)
     if want_lse:
         lse = torch.empty(b, h, sq, dtype=torch.float32)
         lse_at = lse.data_ptr()
@@ -307,15 +309,16 @@ def _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic, w
     size = _lib.TENSOR.size
     _TENSORS4.pack_into(
         buf, 0,
-        q.data_ptr(), code, b, sq, h, d, qt[0] if b > 1 else 0, qt[1] if sq > 1 else 0, qt[2] if h > 1 else 0, 1,
-        k.data_ptr(), code, ks[0], ks[1], ks[2], ks[3], kt[0] if ks[0] > 1 else 0, kt[1] if ks[1] > 1 else 0,
-        kt[2] if ks[2] > 1 else 0, 1,
-        v.data_ptr(), code, vs[0], vs[1], vs[2], vs[3], vt[0] if vs[0] > 1 else 0, vt[1] if vs[1] > 1 else 0,
-        vt[2] if vs[2] > 1 else 0, 1,
-        out.data_ptr(), code, b, sq, h, d, sq * h * d if b > 1 else 0, h * d if sq > 1 else 0,
-        d if h > 1 else 0, 1)
-    status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, at, at + size, at + 2 * size, at + 3 * size,
-                      lse_at, ctypes.addressof(params))
+        q.data_ptr(), code, b, sq, h, d,
+        qt[0] if b > 1 else 0, qt[1] if sq > 1 else 0, qt[2] if h > 1 else 0, 1,
+        k.data_ptr(), code, ks[0], ks[1], ks[2], ks[3],
+        kt[0] if ks[0] > 1 else 0, kt[1] if ks[1] > 1 else 0, kt[2] if ks[2] > 1 else 0, 1,
+        v.data_ptr(), code, vs[0], vs[1], vs[2], vs[3],
+        vt[0] if vs[0] > 1 else 0, vt[1] if vs[1] > 1 else 0, vt[2] if vs[2] > 1 else 0, 1,
+        out.data_ptr(), code, b, sq, h, d,
+        sq * h * d if b > 1 else 0, h * d if sq > 1 else 0, d if h > 1 else 0, 1)
+    status = _lib.run(_lib.fwd_at, _lib.fwd_workspace_size_at, at, at + size, at + 2 * size,
+                      at + 3 * size, lse_at, ctypes.addressof(params))
     _lib.check(status, "flashattn_fwd")
     return out, lse
 
