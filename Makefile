@@ -48,8 +48,10 @@ python-env:
 	$(VENV)/bin/pip install -q numpy ml_dtypes pytest scikit-build-core
 	$(VENV)/bin/pip install -q --no-build-isolation -C build-dir=$(BUILD)/python .
 
+# FLASHATTN_REQUIRE_EXTENSION: the compiled helper (python/ext/fast.c, built
+# where Python's headers are) must be there, so its tests cannot skip.
 test-python: python-env
-	$(VENV)/bin/pytest -q python/tests
+	FLASHATTN_REQUIRE_EXTENSION=1 $(VENV)/bin/pytest -q python/tests
 
 # The Python suite again on the sanitizer build's library: the package's
 # memory errors (a prototype that passes a wrong size, a buffer too small)
@@ -61,7 +63,7 @@ test-python-asan: python-env asan-build
 	asan=$$(ldd $(ASAN_BUILD)/libflashattn.so | awk '/libasan/ {print $$3}'); \
 	test -n "$$asan" || { echo "$(ASAN_BUILD)/libflashattn.so is not linked against libasan"; exit 1; }; \
 	LD_PRELOAD=$$asan ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
-		FLASHATTN_LIBRARY=$(CURDIR)/$(ASAN_BUILD)/libflashattn.so \
+		FLASHATTN_LIBRARY=$(CURDIR)/$(ASAN_BUILD)/libflashattn.so FLASHATTN_REQUIRE_EXTENSION=1 \
 		$(VENV)/bin/pytest -q --capture=sys python/tests
 
 # Everything built by clang as well (library, tools, tests), and the tests

@@ -257,6 +257,36 @@ decode_at = _by_address("flashattn_decode")
 decode_workspace_size_at = _by_address("flashattn_decode_workspace_size")
 
 
+def _load_fast():
+    """The compiled helper (python/ext/fast.c) beside the loaded library, bound
+    to that library's flashattn_fwd; None when it is not there (a build
+    without Python's headers), when FLASHATTN_NO_EXTENSION is set, or when
+    it does not load on this interpreter: the ctypes path then serves."""
+    if os.environ.get("FLASHATTN_NO_EXTENSION") or fwd_at is None:
+        return None
+    here = os.path.dirname(os.path.abspath(lib._name))
+    found = sorted(glob.glob(os.path.join(here, "_fast.abi3.so")) +
+                   glob.glob(os.path.join(here, "_fast.*.pyd")))
+    if not found:
+        return None
+    import importlib.machinery
+    import importlib.util
+    try:
+        loader = importlib.machinery.ExtensionFileLoader("flashattn._fast", found[0])
+        spec = importlib.util.spec_from_file_location("flashattn._fast", found[0], loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except ImportError:
+        return None
+    module.init(ctypes.cast(fwd_at, ctypes.c_void_p).value,
+                ctypes.cast(fwd_workspace_size_at, ctypes.c_void_p).value,
+                ctypes.cast(lib.flashattn_params_init_size, ctypes.c_void_p).value)
+    return module
+
+
+fast = _load_fast()
+
+
 def has(symbol):
     """Whether the loaded library exports `symbol` (features land over time)."""
     return hasattr(lib, symbol)
@@ -312,6 +342,8 @@ def lse_scratch(n):
 def release_workspace():
     """Free this thread's scratch buffer (the next call allocates afresh)."""
     _scratch.buf = None
+    if fast is not None:
+        fast.release()
 
 
 DESCRIPTOR_SLOTS = 8

@@ -266,6 +266,11 @@ def _precision(params, precision, *inputs):
 
 
 _PLAIN_DTYPES = torch_tensors.DTYPES  # {torch dtype: flashattn_dtype} of q, k, v
+_fast = _lib.fast
+if _fast is not None:
+    _fast.register_torch(Tensor, tuple(_PLAIN_DTYPES.items()), torch.float32, torch.empty_like,
+                         torch.empty, torch.contiguous_format, torch.is_grad_enabled,
+                         torch.get_num_threads)
 _TENSORS4 = struct.Struct("@" + _lib.TENSOR.format.lstrip("@") * 4)
 if _TENSORS4.size != 4 * _lib.TENSOR.size:
     raise ImportError("flashattn: four packed flashattn_tensors are not %d bytes"
@@ -281,6 +286,13 @@ def _plain_forward(q, k, v, softmax_scale, causal, window_size, deterministic, w
     key they took twice the C call's time (docs/performance.md). None when
     it does not apply; the general path then runs, and raises what it
     raises. The library validates the rest, as on the general path."""
+    if _fast is not None:  # the steps below in C (python/ext/fast.c)
+        if torch_ops.tracing():
+            return None
+        done = _fast.fwd(q, k, v, softmax_scale, causal, window_size, deterministic, want_lse)
+        if type(done) is int:
+            _lib.check(done, "flashattn_fwd")
+        return done
     if type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor:
         return None
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):

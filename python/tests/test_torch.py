@@ -301,6 +301,36 @@ def test_plain_calls_take_the_folded_path(monkeypatch):
         q = q.detach()
 
 
+@pytest.mark.skipif(__import__("flashattn")._lib.fast is None, reason="no compiled helper")
+def test_plain_calls_run_in_the_compiled_helper_with_the_same_bits(monkeypatch):
+    """With python/ext/fast.c the plain path's calls go through it, and give
+    what the ctypes steps give, bit for bit; calls it does not take (a
+    subclass, a non-contiguous head_dim) and the library's refusals still
+    reach the Python path's checks and messages."""
+    from flashattn import flash_attn_interface as fai
+    helper = fai._fast
+    cases = [((1, 1, 1, 8, 8, 128), torch.float32, {}),
+             ((2, 5, 7, 4, 2, 64), torch.float32, {"causal": True}),
+             ((1, 33, 40, 6, 3, 32), torch.float16, {"window_size": (5, 0), "softmax_scale": 0.3}),
+             ((3, 4, 9, 2, 1, 16), torch.bfloat16, {"causal": True})]
+    for shape, dtype, options in cases:
+        q, k, v = make(shape, dtype, seed=3)
+        views = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v)]
+        for args in ((q, k, v), views):
+            taken = []
+            monkeypatch.setattr(fai, "_fast", type("Count", (), {
+                "fwd": staticmethod(lambda *a: taken.append(1) or helper.fwd(*a))}))
+            got = flash_attn_func(*args, return_attn_probs=True, **options)
+            assert taken == [1]
+            monkeypatch.setattr(fai, "_fast", None)
+            expected = flash_attn_func(*args, return_attn_probs=True, **options)
+            assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+    monkeypatch.setattr(fai, "_fast", helper)
+    q, k, v = make((1, 4, 4, 8, 3, 16), torch.float32, seed=4)
+    with pytest.raises(ValueError, match="heads"):
+        flash_attn_func(q, k, v)
+
+
 def test_params_follow_the_thread_count_and_skip_tensor_options():
     from flashattn import flash_attn_interface as fi
     before = torch.get_num_threads()

@@ -1,0 +1,459 @@
+/*
+ * flashattn._fast: flash_attn_func's plain forward (no gradient to record,
+ * no dropout, no modifiers) in C, for the calls whose whole cost is the
+ * call: at one query and one key the Python steps around the library
+ * (checks, descriptors, ctypes' argument conversion) took twice the
+ * library's own time, and more than torch's whole SDPA call.
+ *
+ * It sees the library only through the function pointers the ctypes
+ * binding hands to init(), so both use one loaded library (one thread-local
+ * error message) whichever file FLASHATTN_LIBRARY names. It sees torch
+ * only through the objects register_torch() hands it and the tensor
+ * methods it calls (shape, stride(), data_ptr(), dtype, is_cpu,
+ * requires_grad, is_contiguous()), so a test can drive it with any objects
+ * that have them. Python's limited API (3.9): one build serves every
+ * CPython 3.9+.
+ *
+ * fwd() returns (out, lse or None) on success; None where the call is not
+ * one it takes (another type, dtype or layout, a gradient to record, an
+ * option of another type): the Python path then runs, and says what is
+ * wrong; or the library's status (an int) when the library refused the
+ * call, which the caller raises with the library's message, on this
+ * thread. Torch tracing (torch.compile, jit.trace) is the caller's to
+ * rule out.
+ */
+#define PY_SSIZE_T_CLEAN
+#define Py_LIMITED_API 0x03090000
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flashattn.h"
+
+typedef flashattn_status (*fwd_fn)(const flashattn_tensor *, const flashattn_tensor *,
+                                   const flashattn_tensor *, const flashattn_tensor *, float *,
+                                   const flashattn_params *, void *, size_t);
+typedef flashattn_status (*fwd_size_fn)(const flashattn_tensor *, const flashattn_tensor *,
+                                        const flashattn_tensor *, const flashattn_tensor *,
+                                        const float *, const flashattn_params *, size_t *);
+
+typedef void (*params_init_fn)(flashattn_params *, size_t);
+
+static fwd_fn lib_fwd;
+static fwd_size_fn lib_fwd_size;
+static params_init_fn lib_params_init;
+
+/* What register_torch() gave: the tensor type, the three dtypes the plain
+ * path reads in place with their flashattn codes, float32 for the LSE,
+ * torch.empty_like, torch.empty and the kwargs dicts they are called with,
+ * torch.is_grad_enabled and torch.get_num_threads. */
+#define DTYPES 3
+static PyObject *tensor_type, *dtypes[DTYPES], *lse_dtype_kw, *empty_like, *empty_like_kw, *empty;
+static PyObject *grad_enabled, *num_threads;
+static PyObject *registration; /* register_torch's arguments, for registered() */
+static int dtype_codes[DTYPES];
+
+/* Interned names of the attributes and methods used on every call. */
+static PyObject *s_shape, *s_stride, *s_data_ptr, *s_dtype, *s_is_cpu, *s_is_contiguous,
+    *s_requires_grad;
+
+/* This thread's workspace and LSE scratch: grown on demand, kept between
+ * calls (as the ctypes path keeps its own), freed by release(). */
+static _Thread_local void *ws_buf;
+static _Thread_local size_t ws_bytes;
+static _Thread_local float *lse_buf;
+static _Thread_local size_t lse_count;
+
+/* What fwd needs of one tensor argument. */
+typedef struct {
+    int64_t shape[4], stride[4];
+    uintptr_t data;
+    int code;
+} view4;
+
+/* An int64 from a Python int, -1 with an error set when it is not one. */
+static int int64_of(PyObject *o, int64_t *out) {
+    const long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* A 4-tuple (torch.Size or stride()) into out; 1 when it is not one. */
+static int four_of(PyObject *t, int64_t out[4]) {
+    if (!t || !PyTuple_Check(t) || PyTuple_Size(t) != 4) return 1;
+    for (Py_ssize_t i = 0; i < 4; i++)
+        if (int64_of(PyTuple_GetItem(t, i), &out[i])) return -1;
+    return 0;
+}
+
+/* The view of a tensor the plain path takes: of the registered type, on
+ * the CPU, 4-D, of one of the three dtypes, its last dimension contiguous.
+ * Returns 0, 1 (not taken) or -1 (a Python error is set). */
+static int view_of(PyObject *t, view4 *v) {
+    if ((PyObject *)Py_TYPE(t) != tensor_type) return 1;
+    PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
+    if (!cpu) return -1;
+    const int on_cpu = cpu == Py_True;
+    Py_DECREF(cpu);
+    if (!on_cpu) return 1;
+    PyObject *dt = PyObject_GetAttr(t, s_dtype);
+    if (!dt) return -1;
+    v->code = -1;
+    for (int i = 0; i < DTYPES; i++)
+        if (dt == dtypes[i]) v->code = dtype_codes[i];
+    Py_DECREF(dt);
+    if (v->code < 0) return 1;
+    PyObject *shape = PyObject_GetAttr(t, s_shape);
+    if (!shape) return -1;
+    int r = four_of(shape, v->shape);
+    Py_DECREF(shape);
+    if (r) return r;
+    PyObject *stride = PyObject_CallMethodObjArgs(t, s_stride, NULL);
+    if (!stride) return -1;
+    r = four_of(stride, v->stride);
+    Py_DECREF(stride);
+    if (r) return r;
+    if (v->stride[3] != 1 && v->shape[3] > 1) return 1;
+    PyObject *ptr = PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
+    if (!ptr) return -1;
+    v->data = (uintptr_t)PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The library's descriptor of a view. A dimension of size 1 gets stride 0
+ * (torch gives such dimensions any stride; the library checks strides
+ * against the sizes they step over). */
+static flashattn_tensor descriptor(const view4 *v) {
+    flashattn_tensor d;
+    memset(&d, 0, sizeof d);
+    d.data = (void *)v->data;
+    d.dtype = (flashattn_dtype)v->code;
+    d.batch = v->shape[0], d.seqlen = v->shape[1], d.heads = v->shape[2], d.head_dim = v->shape[3];
+    d.stride_batch = v->shape[0] > 1 ? v->stride[0] : 0;
+    d.stride_seq = v->shape[1] > 1 ? v->stride[1] : 0;
+    d.stride_head = v->shape[2] > 1 ? v->stride[2] : 0;
+    d.stride_dim = 1;
+    return d;
+}
+
+/* flashattn_fwd on this thread's workspace, grown when the library says
+ * it is too small (it then wrote nothing); the GIL dropped meanwhile. */
+static flashattn_status run_fwd(const flashattn_tensor t[4], float *lse, const flashattn_params *p) {
+    flashattn_status s = FLASHATTN_ERR_WORKSPACE_TOO_SMALL;
+    PyThreadState *ts = PyEval_SaveThread();
+    if (ws_buf) s = lib_fwd(&t[0], &t[1], &t[2], &t[3], lse, p, ws_buf, ws_bytes);
+    if (s == FLASHATTN_ERR_WORKSPACE_TOO_SMALL) {
+        size_t need = 0;
+        s = lib_fwd_size(&t[0], &t[1], &t[2], &t[3], lse, p, &need);
+        if (s == FLASHATTN_OK) {
+            if (need > ws_bytes) {
+                /* 64-byte aligned; at least one line, so the buffer exists */
+                void *fresh = NULL;
+                const size_t bytes = (need + 63) / 64 * 64;
+                if (posix_memalign(&fresh, 64, bytes ? bytes : 64)) {
+                    s = FLASHATTN_ERR_OUT_OF_MEMORY;
+                } else {
+                    free(ws_buf);
+                    ws_buf = fresh, ws_bytes = bytes ? bytes : 64;
+                }
+            }
+            if (s == FLASHATTN_OK) s = lib_fwd(&t[0], &t[1], &t[2], &t[3], lse, p, ws_buf, ws_bytes);
+        }
+    }
+    PyEval_RestoreThread(ts);
+    return s;
+}
+
+/* Room for n floats of an LSE nobody reads; NULL with MemoryError set. */
+static float *lse_scratch(int64_t n) {
+    if ((size_t)n > lse_count) {
+        const size_t count = (size_t)n < 256 ? 256 : (size_t)n;
+        float *fresh = (float *)malloc(count * sizeof(float));
+        if (!fresh) return (float *)PyErr_NoMemory();
+        free(lse_buf);
+        lse_buf = fresh, lse_count = count;
+    }
+    return lse_buf;
+}
+
+/* An option the plain path takes as it comes: a bool, or an int (its
+ * truth); 1 (not taken) for anything else, which the Python path checks. */
+static int flag_of(PyObject *o, int *out) {
+    if (!PyBool_Check(o) && !PyLong_CheckExact(o)) return 1;
+    const int t = PyObject_IsTrue(o);
+    if (t < 0) return -1;
+    *out = t;
+    return 0;
+}
+
+/* An exact int that fits int64, else 1 (not taken). */
+static int window_end_of(PyObject *o, int64_t *out) {
+    if (!PyLong_CheckExact(o)) return 1;
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) return 1;
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = (int64_t)x;
+    return 0;
+}
+
+/* flash_attn_func's params (as flash_attn_interface._params builds them)
+ * from plain Python values: softmax_scale None or a nonzero float or int,
+ * causal and deterministic bools (or ints), window_size a tuple or list of
+ * two ints. Anything else is 1 (not taken): the Python path validates it
+ * and says what is wrong. */
+static int params_of(PyObject *scale, PyObject *causal, PyObject *window, PyObject *det,
+                     flashattn_params *p) {
+    lib_params_init(p, sizeof *p);
+    int r;
+    if (scale != Py_None) {
+        if (!PyFloat_CheckExact(scale) && !PyLong_CheckExact(scale)) return 1;
+        const double f = PyFloat_AsDouble(scale);
+        if (f == -1.0 && PyErr_Occurred()) return -1;
+        if (f == 0.0) return 1;
+        p->scale = (float)f;
+    }
+    if ((r = flag_of(causal, &p->causal)) || (r = flag_of(det, &p->deterministic))) return r;
+    if (!(PyTuple_CheckExact(window) || PyList_CheckExact(window))) return 1;
+    const int tuple = PyTuple_CheckExact(window);
+    if ((tuple ? PyTuple_Size(window) : PyList_Size(window)) != 2) return 1;
+    PyObject *left = tuple ? PyTuple_GetItem(window, 0) : PyList_GetItem(window, 0);
+    PyObject *right = tuple ? PyTuple_GetItem(window, 1) : PyList_GetItem(window, 1);
+    int64_t wl, wr;
+    if ((r = window_end_of(left, &wl)) || (r = window_end_of(right, &wr))) return r;
+    p->window_left = wl, p->window_right = wr;
+    p->align = FLASHATTN_ALIGN_BOTTOM_RIGHT;
+    PyObject *n = PyObject_CallObject(num_threads, NULL);
+    if (!n) return -1;
+    const long threads = PyLong_AsLong(n);
+    Py_DECREF(n);
+    if (threads == -1 && PyErr_Occurred()) return -1;
+    if (threads < -2147483647L || threads > 2147483647L) return 1;
+    p->num_threads = (int)threads;
+    return 0;
+}
+
+/* 1 when a gradient would have to be recorded: grad mode on and one of
+ * the tensors requires it (the Python path records it); -1 on error. */
+static int records_grad(PyObject *const tensors[3]) {
+    PyObject *on = PyObject_CallObject(grad_enabled, NULL);
+    if (!on) return -1;
+    const int enabled = on == Py_True;
+    Py_DECREF(on);
+    for (int i = 0; enabled && i < 3; i++) {
+        PyObject *rg = PyObject_GetAttr(tensors[i], s_requires_grad);
+        if (!rg) return -1;
+        const int requires = rg == Py_True;
+        Py_DECREF(rg);
+        if (requires) return 1;
+    }
+    return 0;
+}
+
+/* fwd(q, k, v, softmax_scale, causal, window_size, deterministic, want_lse) */
+static PyObject *fast_fwd(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *q, *k, *v, *scale, *causal, *window, *det;
+    int want_lse;
+    if (!PyArg_ParseTuple(args, "OOOOOOOp", &q, &k, &v, &scale, &causal, &window, &det, &want_lse))
+        return NULL;
+    if (!lib_fwd || !tensor_type) {
+        PyErr_SetString(PyExc_RuntimeError, "flashattn._fast: init() and register_torch() first");
+        return NULL;
+    }
+    view4 in[3];
+    PyObject *const tensors[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        const int r = view_of(tensors[i], &in[i]);
+        if (r < 0) return NULL;
+        if (r > 0) Py_RETURN_NONE;
+    }
+    const int grad = records_grad(tensors);
+    if (grad < 0) return NULL;
+    if (grad) Py_RETURN_NONE;
+    flashattn_params params;
+    const int r = params_of(scale, causal, window, det, &params);
+    if (r < 0) return NULL;
+    if (r > 0) Py_RETURN_NONE;
+    const flashattn_params *p = &params;
+    if (in[1].code != in[0].code || in[2].code != in[0].code || in[2].shape[3] != in[0].shape[3])
+        Py_RETURN_NONE;
+    const int64_t b = in[0].shape[0], sq = in[0].shape[1], h = in[0].shape[2], d = in[0].shape[3];
+    if (b < 0 || sq < 0 || h < 0 || d < 0) Py_RETURN_NONE;
+
+    /* out: contiguous (batch, seqlen, heads, head_dim) whatever q's strides */
+    PyObject *contiguous = PyObject_CallMethodObjArgs(q, s_is_contiguous, NULL);
+    if (!contiguous) return NULL;
+    PyObject *one = PyTuple_Pack(1, q);
+    if (!one) {
+        Py_DECREF(contiguous);
+        return NULL;
+    }
+    PyObject *out = PyObject_Call(empty_like, one, contiguous == Py_True ? NULL : empty_like_kw);
+    Py_DECREF(contiguous);
+    Py_DECREF(one);
+    if (!out) return NULL;
+    /* out is q's size and dtype, contiguous: only its address is asked */
+    view4 o = in[0];
+    o.stride[0] = sq * h * d, o.stride[1] = h * d, o.stride[2] = d, o.stride[3] = 1;
+    PyObject *out_ptr = PyObject_CallMethodObjArgs(out, s_data_ptr, NULL);
+    o.data = out_ptr ? (uintptr_t)PyLong_AsVoidPtr(out_ptr) : 0;
+    Py_XDECREF(out_ptr);
+    if (PyErr_Occurred()) {
+        Py_DECREF(out);
+        return NULL;
+    }
+
+    PyObject *lse = NULL;
+    float *lse_at;
+    if (want_lse) {
+        PyObject *sizes = Py_BuildValue("(LLL)", (long long)b, (long long)h, (long long)sq);
+        lse = sizes ? PyObject_Call(empty, sizes, lse_dtype_kw) : NULL;
+        Py_XDECREF(sizes);
+        PyObject *ptr = lse ? PyObject_CallMethodObjArgs(lse, s_data_ptr, NULL) : NULL;
+        lse_at = ptr ? (float *)PyLong_AsVoidPtr(ptr) : NULL;
+        Py_XDECREF(ptr);
+    } else {
+        /* b * h * sq fits: the tensors exist */
+        lse_at = lse_scratch(b * h * sq);
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(out);
+        Py_XDECREF(lse);
+        return NULL;
+    }
+
+    const flashattn_tensor t[4] = {descriptor(&in[0]), descriptor(&in[1]), descriptor(&in[2]),
+                                   descriptor(&o)};
+    const flashattn_status s = run_fwd(t, lse_at, p);
+    if (s != FLASHATTN_OK) {
+        Py_DECREF(out);
+        Py_XDECREF(lse);
+        return PyLong_FromLong((long)s);
+    }
+    PyObject *result = PyTuple_Pack(2, out, lse ? lse : Py_None);
+    Py_DECREF(out);
+    Py_XDECREF(lse);
+    return result;
+}
+
+/* init(fwd_address, fwd_workspace_size_address, params_init_size_address) */
+static PyObject *fast_init(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *f, *fs, *fp;
+    if (!PyArg_ParseTuple(args, "OOO", &f, &fs, &fp)) return NULL;
+    void *a = PyLong_AsVoidPtr(f), *as = PyLong_AsVoidPtr(fs), *ap = PyLong_AsVoidPtr(fp);
+    if (PyErr_Occurred()) return NULL;
+    if (!a || !as || !ap) {
+        PyErr_SetString(PyExc_ValueError, "flashattn._fast.init: null function address");
+        return NULL;
+    }
+    /* a data pointer to a function pointer: what dlsym gives, POSIX allows */
+    memcpy(&lib_fwd, &a, sizeof a);
+    memcpy(&lib_fwd_size, &as, sizeof as);
+    memcpy(&lib_params_init, &ap, sizeof ap);
+    Py_RETURN_NONE;
+}
+
+/* register_torch(Tensor, ((dtype, code), x3), float32, empty_like, empty,
+ *                contiguous_format, is_grad_enabled, get_num_threads) */
+static PyObject *fast_register_torch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *type, *pairs, *f32, *like, *emp, *fmt, *grad, *threads;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &type, &pairs, &f32, &like, &emp, &fmt, &grad, &threads))
+        return NULL;
+    if (!PyTuple_Check(pairs) || PyTuple_Size(pairs) != DTYPES) {
+        PyErr_SetString(PyExc_ValueError, "flashattn._fast.register_torch: three (dtype, code) pairs");
+        return NULL;
+    }
+    PyObject *new_dtypes[DTYPES];
+    int new_codes[DTYPES];
+    for (int i = 0; i < DTYPES; i++) {
+        PyObject *pair = PyTuple_GetItem(pairs, i);
+        if (!pair || !PyArg_ParseTuple(pair, "Oi", &new_dtypes[i], &new_codes[i])) return NULL;
+    }
+    PyObject *lse_kw = Py_BuildValue("{s:O}", "dtype", f32);
+    PyObject *like_kw = Py_BuildValue("{s:O}", "memory_format", fmt);
+    if (!lse_kw || !like_kw) {
+        Py_XDECREF(lse_kw);
+        Py_XDECREF(like_kw);
+        return NULL;
+    }
+    /* every reference held for the module's life (replaced on a second call) */
+    Py_XDECREF(tensor_type);
+    Py_XDECREF(empty_like);
+    Py_XDECREF(empty);
+    Py_XDECREF(lse_dtype_kw);
+    Py_XDECREF(empty_like_kw);
+    for (int i = 0; i < DTYPES; i++) {
+        Py_XDECREF(dtypes[i]);
+        Py_INCREF(new_dtypes[i]);
+        dtypes[i] = new_dtypes[i], dtype_codes[i] = new_codes[i];
+    }
+    Py_XDECREF(grad_enabled);
+    Py_XDECREF(num_threads);
+    Py_INCREF(type), Py_INCREF(like), Py_INCREF(emp), Py_INCREF(args), Py_INCREF(grad), Py_INCREF(threads);
+    Py_XDECREF(registration);
+    tensor_type = type, empty_like = like, empty = emp, registration = args;
+    grad_enabled = grad, num_threads = threads;
+    lse_dtype_kw = lse_kw, empty_like_kw = like_kw;
+    Py_RETURN_NONE;
+}
+
+/* registered(): register_torch's last arguments, or None. */
+static PyObject *fast_registered(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    if (!registration) Py_RETURN_NONE;
+    Py_INCREF(registration);
+    return registration;
+}
+
+/* release(): this thread's workspace and LSE scratch freed. */
+static PyObject *fast_release(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    free(ws_buf);
+    free(lse_buf);
+    ws_buf = NULL, ws_bytes = 0, lse_buf = NULL, lse_count = 0;
+    Py_RETURN_NONE;
+}
+
+/* workspace_bytes(): the size of this thread's workspace (0: none yet). */
+static PyObject *fast_workspace_bytes(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    return PyLong_FromSize_t(ws_bytes);
+}
+
+static PyMethodDef methods[] = {
+    {"fwd", fast_fwd, METH_VARARGS,
+     "fwd(q, k, v, softmax_scale, causal, window_size, deterministic, want_lse)"},
+    {"init", fast_init, METH_VARARGS,
+     "init(fwd_address, fwd_workspace_size_address, params_init_size_address)"},
+    {"register_torch", fast_register_torch, METH_VARARGS,
+     "register_torch(Tensor, dtype_code_pairs, float32, empty_like, empty, contiguous_format, "
+     "is_grad_enabled, get_num_threads)"},
+    {"registered", fast_registered, METH_NOARGS, "register_torch's last arguments, or None"},
+    {"release", fast_release, METH_NOARGS, "free this thread's workspace and LSE scratch"},
+    {"workspace_bytes", fast_workspace_bytes, METH_NOARGS, "this thread's workspace size"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", NULL, -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fast(void) {
+    s_shape = PyUnicode_InternFromString("shape");
+    s_stride = PyUnicode_InternFromString("stride");
+    s_data_ptr = PyUnicode_InternFromString("data_ptr");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_is_cpu = PyUnicode_InternFromString("is_cpu");
+    s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    s_requires_grad = PyUnicode_InternFromString("requires_grad");
+    if (!s_shape || !s_stride || !s_data_ptr || !s_dtype || !s_is_cpu || !s_is_contiguous ||
+        !s_requires_grad)
+        return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,234 @@
+"""The compiled helper of flash_attn_func's plain forward (python/ext/fast.c).
+
+It reads tensors only through the methods torch's have (shape, stride(),
+data_ptr(), dtype, is_cpu, is_contiguous()) and allocates through the
+callables it is given, so these tests drive it with NumPy-backed stand-ins
+and need no torch: its results against the ctypes path (numpy_api), the
+calls it must leave to the Python path, and the library's refusals.
+"""
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from flashattn import _lib, numpy_api
+
+fast = _lib.fast
+needs_fast = pytest.mark.skipif(fast is None, reason="no compiled helper beside the library")
+
+F32, F16, BF16 = "f32", "f16", "bf16"  # dtype stand-ins, compared by identity
+NP = {F32: np.float32, F16: np.float16, BF16: ml_dtypes.bfloat16}
+CONTIGUOUS = object()
+
+
+class Fake:
+    """The tensor methods fast.c calls, over a NumPy array."""
+
+    def __init__(self, a, dtype, is_cpu=True):
+        self.a, self.dtype, self.is_cpu, self.requires_grad = a, dtype, is_cpu, False
+
+    @property
+    def shape(self):
+        return tuple(self.a.shape)
+
+    def stride(self):
+        if self.a.size == 0:  # NumPy gives empty arrays zero strides, torch row-major ones
+            return tuple(int(np.prod(self.a.shape[i + 1:])) for i in range(self.a.ndim))
+        return tuple(s // self.a.itemsize for s in self.a.strides)
+
+    def data_ptr(self):
+        return self.a.ctypes.data
+
+    def is_contiguous(self):
+        return self.a.flags.c_contiguous
+
+
+class Lying(Fake):
+    pass
+
+
+def empty_like(x, memory_format=None):
+    assert memory_format in (None, CONTIGUOUS)
+    return Fake(np.full(x.a.shape, np.nan, dtype=x.a.dtype), x.dtype)
+
+
+def empty(*sizes, dtype=None):
+    assert dtype is F32
+    return Fake(np.full(sizes, np.nan, dtype=np.float32), F32)
+
+
+GRAD = [False]  # what the registered is_grad_enabled says
+
+
+def register(cls):
+    fast.register_torch(cls, ((F32, _lib.F32), (F16, _lib.F16), (BF16, _lib.BF16)), F32,
+                        empty_like, empty, CONTIGUOUS, lambda: GRAD[0], lambda: 1)
+
+
+@pytest.fixture
+def fakes():
+    """The helper registered for Fake, and torch's registration (if any)
+    given back afterwards."""
+    saved = fast.registered()
+    register(Fake)
+    yield
+    if saved is not None:
+        fast.register_torch(*saved)
+
+
+def make(shape, dt, seed):
+    rng = np.random.default_rng(seed)
+    return Fake(rng.standard_normal(shape).astype(NP[dt]), dt)
+
+
+def call(q, k, v, want_lse, scale=None, causal=False, window_size=(-1, -1), deterministic=False):
+    return fast.fwd(q, k, v, scale, causal, window_size, deterministic, want_lse)
+
+
+CASES = [  # q shape, k shape, dtype, options
+    ((1, 1, 8, 128), (1, 1, 8, 128), F32, {}),
+    ((2, 5, 4, 64), (2, 7, 2, 64), F32, {"causal": True}),
+    ((1, 33, 6, 32), (1, 40, 3, 32), F16, {"window_size": (5, 0), "scale": 0.3}),
+    ((3, 4, 2, 16), (3, 9, 1, 16), BF16, {"causal": True, "window_size": (-1, 2)}),
+    ((1, 200, 2, 128), (1, 300, 2, 128), F32, {"causal": True}),
+]
+
+
+@needs_fast
+@pytest.mark.parametrize("qs, ks, dt, options", CASES)
+@pytest.mark.parametrize("want_lse", [False, True])
+def test_matches_the_ctypes_path_bit_for_bit(fakes, qs, ks, dt, options, want_lse):
+    q, k, v = make(qs, dt, 1), make(ks, dt, 2), make(ks, dt, 3)
+    out, lse = call(q, k, v, want_lse, **options)
+    ref_out, ref_lse = numpy_api.attention(
+        q.a, k.a, v.a, causal=options.get("causal", False), softmax_scale=options.get("scale"),
+        window_size=options.get("window_size", (-1, -1)), return_lse=True, num_threads=1)
+    assert type(out) is Fake and out.a.dtype == q.a.dtype and out.a.shape == qs
+    assert np.array_equal(out.a.view(np.uint8), ref_out.view(np.uint8))
+    if want_lse:
+        assert lse.a.shape == (qs[0], qs[2], qs[1])
+        assert np.array_equal(lse.a, ref_lse)
+    else:
+        assert lse is None
+
+
+@needs_fast
+def test_reads_views_in_place(fakes):
+    """q, k and v as (batch, heads, seq, dim) memory seen transposed: the
+    same bits as contiguous copies, out contiguous."""
+    q, k, v = (make((2, 6, 9, 32), F32, s) for s in (4, 5, 6))
+    views = [Fake(x.a.transpose(0, 2, 1, 3), F32) for x in (q, k, v)]
+    copies = [Fake(np.ascontiguousarray(x.a), F32) for x in views]
+    out, _ = call(*views, False, causal=True)
+    ref, _ = call(*copies, False, causal=True)
+    assert out.a.flags.c_contiguous and np.array_equal(out.a, ref.a)
+
+
+@needs_fast
+def test_leaves_other_calls_to_the_python_path(fakes):
+    q, k, v = (make((1, 3, 2, 16), F32, s) for s in (7, 8, 9))
+    others = [
+        (q.a, k, v),                                    # not a registered tensor type
+        (Lying(q.a, F32), k, v),                        # a subclass
+        (Fake(q.a[0], F32), k, v),                      # 3-D
+        (Fake(np.stack([q.a, q.a], -1)[..., 0], F32), k, v),  # head_dim not contiguous
+        (q, make((1, 3, 2, 16), F16, 8), v),            # mixed dtypes
+        (q, k, Fake(v.a, "f64")),                       # a dtype it does not read
+        (q, Fake(k.a, F32, is_cpu=False), v),           # not on the CPU
+        (q, k, make((1, 3, 2, 8), F32, 9)),             # V's head_dim not Q's
+    ]
+    for args in others:
+        assert call(*args, False) is None
+
+
+@needs_fast
+def test_leaves_options_it_does_not_read_as_given_to_the_python_path(fakes):
+    """Options of other types (a tensor, a float where an int belongs, a
+    zero scale) are the Python path's to read or reject."""
+    q, k, v = (make((1, 3, 2, 16), F32, s) for s in (7, 8, 9))
+    for options in ({"scale": 0.0}, {"scale": "0.5"}, {"causal": None}, {"causal": np.bool_(True)},
+                    {"deterministic": 1.0}, {"window_size": (1, 2, 3)}, {"window_size": (1.0, 2)},
+                    {"window_size": (1, 2**70)}, {"window_size": range(2)}):
+        assert call(q, k, v, False, **options) is None
+    # ints and lists as flash_attn_interface._params reads them
+    got = call(q, k, v, False, scale=2, causal=1, window_size=[3, 0])
+    ref = call(q, k, v, False, scale=2.0, causal=True, window_size=(3, 0))
+    assert np.array_equal(got[0].a, ref[0].a)
+
+
+@needs_fast
+def test_leaves_calls_that_record_a_gradient(fakes):
+    q, k, v = (make((1, 3, 2, 16), F32, s) for s in (7, 8, 9))
+    k.requires_grad = True
+    q.requires_grad = v.requires_grad = False
+    assert call(q, k, v, False) is not None  # grad mode off
+    GRAD[0] = True
+    try:
+        assert call(q, k, v, False) is None
+        k.requires_grad = False
+        assert call(q, k, v, False) is not None
+    finally:
+        GRAD[0] = False
+
+
+@needs_fast
+def test_returns_the_library_status_on_a_refused_call(fakes):
+    q, k, v = make((1, 4, 8, 16), F32, 1), make((1, 4, 3, 16), F32, 2), make((1, 4, 3, 16), F32, 3)
+    status = call(q, k, v, True)
+    assert status == _lib.ERR_BAD_HEADS
+    with pytest.raises(_lib.BadArgumentError, match="heads"):
+        _lib.check(status, "flashattn_fwd")
+
+
+@needs_fast
+def test_empty_sizes(fakes):
+    for qs, ks in (((1, 0, 2, 16), (1, 5, 2, 16)), ((0, 3, 2, 16), (0, 3, 2, 16)),
+                   ((1, 3, 2, 16), (1, 0, 2, 16))):
+        q, k, v = make(qs, F32, 1), make(ks, F32, 2), make(ks, F32, 3)
+        done = call(q, k, v, True)
+        ref_out, ref_lse = numpy_api.attention(q.a, k.a, v.a, return_lse=True, num_threads=1)
+        assert np.array_equal(done[0].a, ref_out) and np.array_equal(done[1].a, ref_lse)
+
+
+@needs_fast
+def test_errors_raised_by_the_tensor_propagate(fakes):
+    class Broken(Fake):
+        def data_ptr(self):
+            raise RuntimeError("no storage")
+    register(Broken)
+    q = Broken(np.zeros((1, 1, 1, 16), np.float32), F32)
+    with pytest.raises(RuntimeError, match="no storage"):
+        call(q, q, q, False)
+
+
+@needs_fast
+def test_workspace_is_kept_and_released(fakes):
+    q, k, v = (make((1, 64, 2, 32), F32, s) for s in (1, 2, 3))
+    call(q, k, v, False)
+    kept = fast.workspace_bytes()
+    assert kept > 0
+    call(q, k, v, False)
+    assert fast.workspace_bytes() == kept
+    _lib.release_workspace()
+    assert fast.workspace_bytes() == 0
+    out, _ = call(q, k, v, False)
+    assert np.isfinite(out.a).all()
+
+
+@needs_fast
+def test_bad_arguments_raise():
+    with pytest.raises(TypeError):
+        fast.fwd(1, 2)
+    with pytest.raises(ValueError):
+        fast.register_torch(Fake, ((F32, 0),), F32, empty_like, empty, CONTIGUOUS, bool, int)
+    with pytest.raises(ValueError):
+        fast.init(0, 0, 0)
+
+
+def test_found_when_required_and_skipped_when_asked(monkeypatch):
+    if os.environ.get("FLASHATTN_REQUIRE_EXTENSION"):
+        assert fast is not None, "no compiled helper beside %s (Python's headers missing at " \
+            "build time? Debian: python3-dev)" % _lib.lib._name
+    monkeypatch.setenv("FLASHATTN_NO_EXTENSION", "1")
+    assert _lib._load_fast() is None
