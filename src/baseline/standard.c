@@ -243,7 +243,7 @@ static void run_standard(const fa_problem *pb, const std_plan *sp, const fa_kern
                 float *kp = ps.packs + (size_t)(g - g0) * (sp->kpack_floats + sp->vpack_floats);
                 const fa_seq seq = fa_seq_of(pb, g / pb->heads_kv);
                 fa_pack_k(pb, kern, &seq, g % pb->heads_kv, j0, j1, kp);
-                fa_pack_v(pb, kern, &seq, g % pb->heads_kv, j0, j1, kp + sp->kpack_floats, tw);
+                fa_pack_v(pb, kern, &seq, g % pb->heads_kv, j0, j1, kp + sp->kpack_floats);
             }
 #pragma omp for schedule(dynamic)
             for (int64_t it = 0; it < nh * rblocks; it++) {

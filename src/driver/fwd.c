@@ -93,16 +93,14 @@ static void pack_pass(const fwd_run_state *r, int64_t g0, int64_t ng, void *tw) 
                 fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp,
                                 fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
             else
-                fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,
-                          (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0));
+                fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp);
             if (pb->bf16_pv && !plan->i8_pv_dot) fa_round_v_bf16(pb, kern, &seq, j0, j1, (float *)vp);
         } else if (plan->bf16_dot) {
             fa_pack_k_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)kp);
             fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp, NULL);
         } else {
             fa_pack_k(pb, kern, &seq, hk, j0, j1, (float *)kp);
-            fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp,
-                      (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0));
+            fa_pack_v(pb, kern, &seq, hk, j0, j1, (float *)vp);
         }
     }
     /* implicit barrier: the pass's panels are complete */

@@ -19,18 +19,21 @@ void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, 
 }
 
 void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
-               int64_t j0, int64_t j1, float *dst, float *tmp) {
+               int64_t j0, int64_t j1, float *dst) {
     /* the sequence's own rows: a short sequence of a varlen batch packs as
      * compactly as a dense call on it */
     const int64_t d = pb->head_dim_v, dp = pb->head_dim_v_pad, rows = seq->seq_k, nr = kern->nr;
+    const int64_t es = fa_dtype_bytes(pb->v->dtype);
     for (int64_t j = j0; j < j1; j++) {
-        const void *vrow = fa_row_ptr(pb->v, seq->kb, seq->k0 + j, hk);
+        const char *vrow = (const char *)fa_row_ptr(pb->v, seq->kb, seq->k0 + j, hk);
         fa_prefetch_rows_ahead(pb->v, vrow, FA_ROW_AHEAD);
-        kern->load(tmp, vrow, pb->v->dtype, d, 1.0f);
-        if (dp > d) memset(tmp + d, 0, (size_t)(dp - d) * sizeof(float));
+        /* each panel's piece widened straight into it, not through a row
+         * buffer and a memcpy call per panel */
         for (int64_t c = 0; c < dp; c += nr) {
-            const int64_t w = dp - c < nr ? dp - c : nr;
-            memcpy(dst + c * rows + j * w, tmp + c, (size_t)w * sizeof(float));
+            const int64_t w = dp - c < nr ? dp - c : nr, in = d - c < w ? (d > c ? d - c : 0) : w;
+            float *out = dst + c * rows + j * w;
+            if (in > 0) kern->load(out, vrow + c * es, pb->v->dtype, in, 1.0f);
+            if (in < w) memset(out + in, 0, (size_t)(w - in) * sizeof(float));
         }
     }
 }

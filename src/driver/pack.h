@@ -18,10 +18,9 @@ void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, 
 /* Rows [j0, j1) of V, zero padded to head_dim_v_pad, cut into column
  * panels of nr (the last one narrower): panel c (c a multiple of nr, width
  * w = min(nr, head_dim_v_pad - c)) is [seq->seq_k][w] at dst + c * seq->seq_k,
- * so the P.V tile streams its B operand contiguously. tmp holds
- * head_dim_v_pad floats. */
+ * so the P.V tile streams its B operand contiguously. */
 void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
-               int64_t j0, int64_t j1, float *dst, float *tmp);
+               int64_t j0, int64_t j1, float *dst);
 
 /* Pairs (2p, 2p + 1) of a row of d bf16, one 32-bit pair every `stride`
  * pairs down dst, element 2p in the low half; an odd d's last pair has 0
