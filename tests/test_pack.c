@@ -33,7 +33,7 @@ static void nan_fill(float *p, size_t n) {
 /* Keys [0, seq_k) packed by calls over [j0, j1) of `chunk` keys (a
  * multiple of nr), as the forward's packing items do. */
 static void pack(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_t hk, int64_t chunk,
-                 int pairs, float *kdst, float *vdst, float *tmp) {
+                 int pairs, float *kdst, float *vdst) {
     for (int64_t j0 = 0; j0 < pb->seq_k; j0 += chunk) {
         const int64_t j1 = j0 + chunk < pb->seq_k ? j0 + chunk : pb->seq_k;
         const fa_seq seq = fa_seq_of(pb, b);
@@ -42,7 +42,7 @@ static void pack(const fa_problem *pb, const fa_kernels *kern, int64_t b, int64_
             fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vdst, NULL);
         } else {
             fa_pack_k(pb, kern, &seq, hk, j0, j1, kdst);
-            fa_pack_v(pb, kern, &seq, hk, j0, j1, vdst, tmp);
+            fa_pack_v(pb, kern, &seq, hk, j0, j1, vdst);
         }
     }
 }
@@ -127,7 +127,6 @@ int main(void) {
                     const size_t kn = (size_t)((sk + nr - 1) / nr * nr * d);
                     const size_t vn = (size_t)((sk + 1) / 2 * 2 * pb.head_dim_pad);
                     float *kp = malloc(kn * sizeof(float)), *vp = malloc(vn * sizeof(float));
-                    float *tmp = malloc((size_t)pb.head_dim_pad * sizeof(float));
                     for (int pairs = 0; pairs <= (dtypes[di] == FLASHATTN_BF16); pairs++)
                         for (int64_t chunk = nr; chunk <= (sk + nr - 1) / nr * nr; chunk += chunk) {
                             char what[160];
@@ -137,14 +136,13 @@ int main(void) {
                             const int64_t b = batch - 1, hk = 1;
                             nan_fill(kp, kn);
                             nan_fill(vp, vn);
-                            nan_fill(tmp, (size_t)pb.head_dim_pad);
-                            pack(&pb, kern, b, hk, chunk, pairs, kp, vp, tmp);
+                            pack(&pb, kern, b, hk, chunk, pairs, kp, vp);
                             if (pairs)
                                 check_pairs(&pb, kern, b, hk, (const uint32_t *)kp, (const uint32_t *)vp, what);
                             else
                                 check_f32(&pb, kern, b, hk, kp, vp, what);
                         }
-                    free(kp), free(vp), free(tmp);
+                    free(kp), free(vp);
                     tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&o);
                 }
     }
