@@ -39,11 +39,24 @@ typedef flashattn_status (*fwd_size_fn)(const flashattn_tensor *, const flashatt
                                         const flashattn_tensor *, const flashattn_tensor *,
                                         const float *, const flashattn_params *, size_t *);
 
+typedef flashattn_status (*decode_fn)(const flashattn_tensor *, const flashattn_kv_cache *,
+                                      const flashattn_tensor *, const flashattn_tensor *,
+                                      const flashattn_tensor *, float *, const flashattn_params *,
+                                      void *, size_t);
+typedef flashattn_status (*decode_size_fn)(const flashattn_tensor *, const flashattn_kv_cache *,
+                                           const flashattn_tensor *, const flashattn_tensor *,
+                                           const flashattn_tensor *, const float *,
+                                           const flashattn_params *, size_t *);
 typedef void (*params_init_fn)(flashattn_params *, size_t);
+typedef void (*cache_init_fn)(flashattn_kv_cache *, size_t);
 
 static fwd_fn lib_fwd;
 static fwd_size_fn lib_fwd_size;
 static params_init_fn lib_params_init;
+/* NULL in a library without flashattn_decode: decode() then takes no call */
+static decode_fn lib_decode;
+static decode_size_fn lib_decode_size;
+static cache_init_fn lib_cache_init;
 
 /* What register_torch() gave: the tensor type, the three dtypes the plain
  * path reads in place with their flashattn codes, float32 for the LSE,
@@ -51,7 +64,7 @@ static params_init_fn lib_params_init;
  * torch.is_grad_enabled and torch.get_num_threads. */
 #define DTYPES 3
 static PyObject *tensor_type, *dtypes[DTYPES], *lse_dtype_kw, *empty_like, *empty_like_kw, *empty;
-static PyObject *grad_enabled, *num_threads;
+static PyObject *grad_enabled, *num_threads, *int32_dtype, *int64_dtype;
 static PyObject *registration; /* register_torch's arguments, for registered() */
 static int dtype_codes[DTYPES];
 
@@ -65,6 +78,8 @@ static _Thread_local void *ws_buf;
 static _Thread_local size_t ws_bytes;
 static _Thread_local float *lse_buf;
 static _Thread_local size_t lse_count;
+static _Thread_local int64_t *lens_buf; /* decode: one cache length for every sequence */
+static _Thread_local size_t lens_count;
 
 /* What fwd needs of one tensor argument. */
 typedef struct {
@@ -140,15 +155,34 @@ static flashattn_tensor descriptor(const view4 *v) {
     return d;
 }
 
-/* flashattn_fwd on this thread's workspace, grown when the library says
- * it is too small (it then wrote nothing); the GIL dropped meanwhile. */
-static flashattn_status run_fwd(const flashattn_tensor t[4], float *lse, const flashattn_params *p) {
+/* One library call: the forward (cache NULL) or decode against cache, whose
+ * k and v are then k_new and v_new (both NULL: nothing to append). */
+typedef struct {
+    const flashattn_tensor *q, *k, *v, *o;
+    const flashattn_kv_cache *cache;
+    float *lse;
+    const flashattn_params *p;
+} lib_call;
+
+static flashattn_status call_with(const lib_call *c, void *ws, size_t bytes) {
+    if (c->cache) return lib_decode(c->q, c->cache, c->k, c->v, c->o, c->lse, c->p, ws, bytes);
+    return lib_fwd(c->q, c->k, c->v, c->o, c->lse, c->p, ws, bytes);
+}
+
+static flashattn_status size_of(const lib_call *c, size_t *need) {
+    if (c->cache) return lib_decode_size(c->q, c->cache, c->k, c->v, c->o, c->lse, c->p, need);
+    return lib_fwd_size(c->q, c->k, c->v, c->o, c->lse, c->p, need);
+}
+
+/* The call on this thread's workspace, grown when the library says it is
+ * too small (it then wrote nothing); the GIL dropped meanwhile. */
+static flashattn_status run_call(const lib_call *c) {
     flashattn_status s = FLASHATTN_ERR_WORKSPACE_TOO_SMALL;
     PyThreadState *ts = PyEval_SaveThread();
-    if (ws_buf) s = lib_fwd(&t[0], &t[1], &t[2], &t[3], lse, p, ws_buf, ws_bytes);
+    if (ws_buf) s = call_with(c, ws_buf, ws_bytes);
     if (s == FLASHATTN_ERR_WORKSPACE_TOO_SMALL) {
         size_t need = 0;
-        s = lib_fwd_size(&t[0], &t[1], &t[2], &t[3], lse, p, &need);
+        s = size_of(c, &need);
         if (s == FLASHATTN_OK) {
             if (need > ws_bytes) {
                 /* 64-byte aligned; at least one line, so the buffer exists */
@@ -161,7 +195,7 @@ static flashattn_status run_fwd(const flashattn_tensor t[4], float *lse, const f
                     ws_buf = fresh, ws_bytes = bytes ? bytes : 64;
                 }
             }
-            if (s == FLASHATTN_OK) s = lib_fwd(&t[0], &t[1], &t[2], &t[3], lse, p, ws_buf, ws_bytes);
+            if (s == FLASHATTN_OK) s = call_with(c, ws_buf, ws_bytes);
         }
     }
     PyEval_RestoreThread(ts);
@@ -191,7 +225,7 @@ static int flag_of(PyObject *o, int *out) {
 }
 
 /* An exact int that fits int64, else 1 (not taken). */
-static int window_end_of(PyObject *o, int64_t *out) {
+static int exact_int64(PyObject *o, int64_t *out) {
     if (!PyLong_CheckExact(o)) return 1;
     int overflow = 0;
     const long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
@@ -207,7 +241,7 @@ static int window_end_of(PyObject *o, int64_t *out) {
  * two ints. Anything else is 1 (not taken): the Python path validates it
  * and says what is wrong. */
 static int params_of(PyObject *scale, PyObject *causal, PyObject *window, PyObject *det,
-                     flashattn_params *p) {
+                     PyObject *splits, flashattn_params *p) {
     lib_params_init(p, sizeof *p);
     int r;
     if (scale != Py_None) {
@@ -224,7 +258,7 @@ static int params_of(PyObject *scale, PyObject *causal, PyObject *window, PyObje
     PyObject *left = tuple ? PyTuple_GetItem(window, 0) : PyList_GetItem(window, 0);
     PyObject *right = tuple ? PyTuple_GetItem(window, 1) : PyList_GetItem(window, 1);
     int64_t wl, wr;
-    if ((r = window_end_of(left, &wl)) || (r = window_end_of(right, &wr))) return r;
+    if ((r = exact_int64(left, &wl)) || (r = exact_int64(right, &wr))) return r;
     p->window_left = wl, p->window_right = wr;
     p->align = FLASHATTN_ALIGN_BOTTOM_RIGHT;
     PyObject *n = PyObject_CallObject(num_threads, NULL);
@@ -234,6 +268,12 @@ static int params_of(PyObject *scale, PyObject *causal, PyObject *window, PyObje
     if (threads == -1 && PyErr_Occurred()) return -1;
     if (threads < -2147483647L || threads > 2147483647L) return 1;
     p->num_threads = (int)threads;
+    if (splits) {
+        int64_t n;
+        if ((r = exact_int64(splits, &n))) return r;
+        if (n < -2147483647L || n > 2147483647L) return 1;
+        p->num_splits = (int)n;
+    }
     return 0;
 }
 
@@ -276,7 +316,7 @@ static PyObject *fast_fwd(PyObject *self, PyObject *args) {
     if (grad < 0) return NULL;
     if (grad) Py_RETURN_NONE;
     flashattn_params params;
-    const int r = params_of(scale, causal, window, det, &params);
+    const int r = params_of(scale, causal, window, det, NULL, &params);
     if (r < 0) return NULL;
     if (r > 0) Py_RETURN_NONE;
     const flashattn_params *p = &params;
@@ -329,7 +369,8 @@ static PyObject *fast_fwd(PyObject *self, PyObject *args) {
 
     const flashattn_tensor t[4] = {descriptor(&in[0]), descriptor(&in[1]), descriptor(&in[2]),
                                    descriptor(&o)};
-    const flashattn_status s = run_fwd(t, lse_at, p);
+    const lib_call c = {&t[0], &t[1], &t[2], &t[3], NULL, lse_at, p};
+    const flashattn_status s = run_call(&c);
     if (s != FLASHATTN_OK) {
         Py_DECREF(out);
         Py_XDECREF(lse);
@@ -341,30 +382,194 @@ static PyObject *fast_fwd(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* init(fwd_address, fwd_workspace_size_address, params_init_size_address) */
+/* An integer tensor the decode call reads as it lies: of the registered
+ * type, on the CPU, of `dtype` (or int64 too, when i64 is given), ndim-D,
+ * row-major. Its sizes into shape. 0, 1 (not taken) or -1 (error). */
+static int index_of(PyObject *t, int ndim, int64_t shape[2], const void **data, int *i64) {
+    if ((PyObject *)Py_TYPE(t) != tensor_type) return 1;
+    PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
+    if (!cpu) return -1;
+    const int on_cpu = cpu == Py_True;
+    Py_DECREF(cpu);
+    if (!on_cpu) return 1;
+    PyObject *dt = PyObject_GetAttr(t, s_dtype);
+    if (!dt) return -1;
+    const int is64 = dt == int64_dtype, is32 = dt == int32_dtype;
+    Py_DECREF(dt);
+    if (!is32 && !(is64 && i64)) return 1;
+    if (i64) *i64 = is64;
+    PyObject *size = PyObject_GetAttr(t, s_shape), *stride = NULL;
+    if (!size) return -1;
+    int r = 1;
+    int64_t st[2] = {0, 0};
+    if (PyTuple_Check(size) && PyTuple_Size(size) == ndim) {
+        r = 0;
+        for (int i = 0; i < ndim && !r; i++) r = int64_of(PyTuple_GetItem(size, i), &shape[i]);
+        stride = r ? NULL : PyObject_CallMethodObjArgs(t, s_stride, NULL);
+        if (!r && !stride) r = -1;
+        for (int i = 0; !r && i < ndim; i++) r = int64_of(PyTuple_GetItem(stride, i), &st[i]);
+    }
+    Py_DECREF(size);
+    Py_XDECREF(stride);
+    if (r) return r;
+    /* row-major (a dimension of size 1 may have any stride) */
+    if (shape[ndim - 1] > 1 && st[ndim - 1] != 1) return 1;
+    if (ndim == 2 && shape[0] > 1 && st[0] != shape[1]) return 1;
+    PyObject *ptr = PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
+    if (!ptr) return -1;
+    *data = PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* One length for every sequence: this thread's int64 buffer. */
+static const int64_t *same_lengths(int64_t batch, int64_t len) {
+    if ((size_t)batch > lens_count) {
+        const size_t count = (size_t)batch < 64 ? 64 : (size_t)batch;
+        int64_t *fresh = (int64_t *)malloc(count * sizeof(int64_t));
+        if (!fresh) return (const int64_t *)PyErr_NoMemory();
+        free(lens_buf);
+        lens_buf = fresh, lens_count = count;
+    }
+    for (int64_t b = 0; b < batch; b++) lens_buf[b] = len;
+    return lens_buf;
+}
+
+/* decode(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale,
+ *        causal, window_size, num_splits, want_lse): flash_attn_with_kvcache
+ * without rotary, cache_batch_idx, cache_leftpad, packed queries, score
+ * modifiers or a quantised cache (the caller leaves those calls to the
+ * Python path); float caches, contiguous or paged, with or without rows to
+ * append; cache_seqlens None, an int, or an int32/int64 (batch,) tensor. */
+static PyObject *fast_decode(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *q, *kc, *vc, *k, *v, *lens, *table, *scale, *causal, *window, *splits;
+    int want_lse;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOp", &q, &kc, &vc, &k, &v, &lens, &table, &scale, &causal,
+                          &window, &splits, &want_lse))
+        return NULL;
+    if (!tensor_type) {
+        PyErr_SetString(PyExc_RuntimeError, "flashattn._fast: register_torch() first");
+        return NULL;
+    }
+    if (!lib_decode || (k == Py_None) != (v == Py_None)) Py_RETURN_NONE;
+    view4 in[5];
+    PyObject *const tensors[5] = {q, kc, vc, k, v};
+    const int n = k == Py_None ? 3 : 5;
+    for (int i = 0; i < n; i++) {
+        const int r = view_of(tensors[i], &in[i]);
+        if (r < 0) return NULL;
+        if (r > 0) Py_RETURN_NONE;
+    }
+    const int64_t b = in[0].shape[0], sq = in[0].shape[1], h = in[0].shape[2], dv = in[2].shape[3];
+    if (b < 0 || sq < 0 || h < 0 || dv < 0) Py_RETURN_NONE;
+
+    flashattn_kv_cache cache;
+    lib_cache_init(&cache, sizeof cache);
+    cache.k = descriptor(&in[1]), cache.v = descriptor(&in[2]);
+    int64_t capacity = in[1].shape[1], shape[2];
+    int r;
+    if (table != Py_None) {
+        const void *at;
+        if ((r = index_of(table, 2, shape, &at, NULL))) return r < 0 ? NULL : (Py_INCREF(Py_None), Py_None);
+        if (shape[0] != b) Py_RETURN_NONE; /* the Python path's message */
+        cache.block_table = (const int32_t *)at, cache.max_pages_per_seq = shape[1];
+        capacity *= shape[1];
+    }
+    if (lens == Py_None || PyLong_CheckExact(lens)) {
+        int64_t len = capacity;
+        if (lens != Py_None && (r = exact_int64(lens, &len))) return r < 0 ? NULL : (Py_INCREF(Py_None), Py_None);
+        if (!(cache.seqlens_i64 = same_lengths(b, len))) return NULL;
+    } else {
+        const void *at;
+        int i64 = 0;
+        if ((r = index_of(lens, 1, shape, &at, &i64))) return r < 0 ? NULL : (Py_INCREF(Py_None), Py_None);
+        if (shape[0] != b) Py_RETURN_NONE; /* the Python path's message */
+        if (i64) cache.seqlens_i64 = (const int64_t *)at;
+        else cache.seqlens_i32 = (const int32_t *)at;
+    }
+    flashattn_params params;
+    if ((r = params_of(scale, causal, window, Py_False, splits, &params)))
+        return r < 0 ? NULL : (Py_INCREF(Py_None), Py_None);
+
+    /* out (batch, seqlen_q, heads, head_dim_v) in q's dtype, contiguous */
+    PyObject *sizes = Py_BuildValue("(LLLL)", (long long)b, (long long)sq, (long long)h, (long long)dv);
+    PyObject *dt = sizes ? PyObject_GetAttr(q, s_dtype) : NULL;
+    PyObject *kw = dt ? Py_BuildValue("{s:O}", "dtype", dt) : NULL;
+    PyObject *out = kw ? PyObject_Call(empty, sizes, kw) : NULL;
+    Py_XDECREF(sizes);
+    Py_XDECREF(dt);
+    Py_XDECREF(kw);
+    if (!out) return NULL;
+    view4 o = in[0];
+    o.shape[3] = dv;
+    o.stride[0] = sq * h * dv, o.stride[1] = h * dv, o.stride[2] = dv, o.stride[3] = 1;
+    PyObject *ptr = PyObject_CallMethodObjArgs(out, s_data_ptr, NULL);
+    o.data = ptr ? (uintptr_t)PyLong_AsVoidPtr(ptr) : 0;
+    Py_XDECREF(ptr);
+    PyObject *lse = NULL;
+    float *lse_at = NULL;
+    if (!PyErr_Occurred() && want_lse) {
+        PyObject *lsizes = Py_BuildValue("(LLL)", (long long)b, (long long)h, (long long)sq);
+        lse = lsizes ? PyObject_Call(empty, lsizes, lse_dtype_kw) : NULL;
+        Py_XDECREF(lsizes);
+        PyObject *lptr = lse ? PyObject_CallMethodObjArgs(lse, s_data_ptr, NULL) : NULL;
+        lse_at = lptr ? (float *)PyLong_AsVoidPtr(lptr) : NULL;
+        Py_XDECREF(lptr);
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(out);
+        Py_XDECREF(lse);
+        return NULL;
+    }
+
+    const flashattn_tensor tq = descriptor(&in[0]), to = descriptor(&o);
+    flashattn_tensor tk, tv;
+    if (n == 5) tk = descriptor(&in[3]), tv = descriptor(&in[4]);
+    const lib_call c = {&tq, n == 5 ? &tk : NULL, n == 5 ? &tv : NULL, &to, &cache, lse_at, &params};
+    const flashattn_status s = run_call(&c);
+    if (s != FLASHATTN_OK) {
+        Py_DECREF(out);
+        Py_XDECREF(lse);
+        return PyLong_FromLong((long)s);
+    }
+    PyObject *result = PyTuple_Pack(2, out, lse ? lse : Py_None);
+    Py_DECREF(out);
+    Py_XDECREF(lse);
+    return result;
+}
+
+/* init(fwd, fwd_workspace_size, params_init_size, decode, decode_workspace_size,
+ *      kv_cache_init_size): the functions' addresses; the last three 0 or
+ *      None in a library without decode. */
 static PyObject *fast_init(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *f, *fs, *fp;
-    if (!PyArg_ParseTuple(args, "OOO", &f, &fs, &fp)) return NULL;
-    void *a = PyLong_AsVoidPtr(f), *as = PyLong_AsVoidPtr(fs), *ap = PyLong_AsVoidPtr(fp);
+    PyObject *o[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
+    void *a[6];
+    for (int i = 0; i < 6; i++) a[i] = o[i] == Py_None ? NULL : PyLong_AsVoidPtr(o[i]);
     if (PyErr_Occurred()) return NULL;
-    if (!a || !as || !ap) {
+    if (!a[0] || !a[1] || !a[2] || (!a[3] + !a[4] + !a[5]) % 3) {
         PyErr_SetString(PyExc_ValueError, "flashattn._fast.init: null function address");
         return NULL;
     }
     /* a data pointer to a function pointer: what dlsym gives, POSIX allows */
-    memcpy(&lib_fwd, &a, sizeof a);
-    memcpy(&lib_fwd_size, &as, sizeof as);
-    memcpy(&lib_params_init, &ap, sizeof ap);
+    memcpy(&lib_fwd, &a[0], sizeof a[0]);
+    memcpy(&lib_fwd_size, &a[1], sizeof a[1]);
+    memcpy(&lib_params_init, &a[2], sizeof a[2]);
+    memcpy(&lib_decode, &a[3], sizeof a[3]);
+    memcpy(&lib_decode_size, &a[4], sizeof a[4]);
+    memcpy(&lib_cache_init, &a[5], sizeof a[5]);
     Py_RETURN_NONE;
 }
 
-/* register_torch(Tensor, ((dtype, code), x3), float32, empty_like, empty,
- *                contiguous_format, is_grad_enabled, get_num_threads) */
+/* register_torch(Tensor, ((dtype, code), x3), float32, int32, int64, empty_like,
+ *                empty, contiguous_format, is_grad_enabled, get_num_threads) */
 static PyObject *fast_register_torch(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *type, *pairs, *f32, *like, *emp, *fmt, *grad, *threads;
-    if (!PyArg_ParseTuple(args, "OOOOOOOO", &type, &pairs, &f32, &like, &emp, &fmt, &grad, &threads))
+    PyObject *type, *pairs, *f32, *i32, *i64, *like, *emp, *fmt, *grad, *threads;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOO", &type, &pairs, &f32, &i32, &i64, &like, &emp, &fmt, &grad,
+                          &threads))
         return NULL;
     if (!PyTuple_Check(pairs) || PyTuple_Size(pairs) != DTYPES) {
         PyErr_SetString(PyExc_ValueError, "flashattn._fast.register_torch: three (dtype, code) pairs");
@@ -396,10 +601,13 @@ static PyObject *fast_register_torch(PyObject *self, PyObject *args) {
     }
     Py_XDECREF(grad_enabled);
     Py_XDECREF(num_threads);
+    Py_XDECREF(int32_dtype);
+    Py_XDECREF(int64_dtype);
     Py_INCREF(type), Py_INCREF(like), Py_INCREF(emp), Py_INCREF(args), Py_INCREF(grad), Py_INCREF(threads);
+    Py_INCREF(i32), Py_INCREF(i64);
     Py_XDECREF(registration);
     tensor_type = type, empty_like = like, empty = emp, registration = args;
-    grad_enabled = grad, num_threads = threads;
+    grad_enabled = grad, num_threads = threads, int32_dtype = i32, int64_dtype = i64;
     lse_dtype_kw = lse_kw, empty_like_kw = like_kw;
     Py_RETURN_NONE;
 }
@@ -417,7 +625,8 @@ static PyObject *fast_release(PyObject *self, PyObject *args) {
     (void)self, (void)args;
     free(ws_buf);
     free(lse_buf);
-    ws_buf = NULL, ws_bytes = 0, lse_buf = NULL, lse_count = 0;
+    free(lens_buf);
+    ws_buf = NULL, ws_bytes = 0, lse_buf = NULL, lse_count = 0, lens_buf = NULL, lens_count = 0;
     Py_RETURN_NONE;
 }
 
@@ -430,11 +639,15 @@ static PyObject *fast_workspace_bytes(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"fwd", fast_fwd, METH_VARARGS,
      "fwd(q, k, v, softmax_scale, causal, window_size, deterministic, want_lse)"},
+    {"decode", fast_decode, METH_VARARGS,
+     "decode(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale, causal, "
+     "window_size, num_splits, want_lse)"},
     {"init", fast_init, METH_VARARGS,
-     "init(fwd_address, fwd_workspace_size_address, params_init_size_address)"},
+     "init(fwd, fwd_workspace_size, params_init_size, decode, decode_workspace_size, "
+     "kv_cache_init_size): addresses"},
     {"register_torch", fast_register_torch, METH_VARARGS,
-     "register_torch(Tensor, dtype_code_pairs, float32, empty_like, empty, contiguous_format, "
-     "is_grad_enabled, get_num_threads)"},
+     "register_torch(Tensor, dtype_code_pairs, float32, int32, int64, empty_like, empty, "
+     "contiguous_format, is_grad_enabled, get_num_threads)"},
     {"registered", fast_registered, METH_NOARGS, "register_torch's last arguments, or None"},
     {"release", fast_release, METH_NOARGS, "free this thread's workspace and LSE scratch"},
     {"workspace_bytes", fast_workspace_bytes, METH_NOARGS, "this thread's workspace size"},

@@ -259,7 +259,7 @@ decode_workspace_size_at = _by_address("flashattn_decode_workspace_size")
 
 def _load_fast():
     """The compiled helper (python/ext/fast.c) beside the loaded library, bound
-    to that library's flashattn_fwd; None when it is not there (a build
+    to that library's flashattn_fwd and flashattn_decode; None when it is not there (a build
     without Python's headers), when FLASHATTN_NO_EXTENSION is set, or when
     it does not load on this interpreter: the ctypes path then serves."""
     if os.environ.get("FLASHATTN_NO_EXTENSION") or fwd_at is None:
@@ -278,9 +278,10 @@ def _load_fast():
         loader.exec_module(module)
     except ImportError:
         return None
-    module.init(ctypes.cast(fwd_at, ctypes.c_void_p).value,
-                ctypes.cast(fwd_workspace_size_at, ctypes.c_void_p).value,
-                ctypes.cast(lib.flashattn_params_init_size, ctypes.c_void_p).value)
+    at = lambda f: None if f is None else ctypes.cast(f, ctypes.c_void_p).value
+    module.init(at(fwd_at), at(fwd_workspace_size_at), at(lib.flashattn_params_init_size),
+                at(decode_at), at(decode_workspace_size_at),
+                at(getattr(lib, "flashattn_kv_cache_init_size", None)) if decode_at else None)
     return module
 
 

@@ -268,9 +268,9 @@ def _precision(params, precision, *inputs):
 _PLAIN_DTYPES = torch_tensors.DTYPES  # {torch dtype: flashattn_dtype} of q, k, v
 _fast = _lib.fast
 if _fast is not None:
-    _fast.register_torch(Tensor, tuple(_PLAIN_DTYPES.items()), torch.float32, torch.empty_like,
-                         torch.empty, torch.contiguous_format, torch.is_grad_enabled,
-                         torch.get_num_threads)
+    _fast.register_torch(Tensor, tuple(_PLAIN_DTYPES.items()), torch.float32, torch.int32,
+                         torch.int64, torch.empty_like, torch.empty, torch.contiguous_format,
+                         torch.is_grad_enabled, torch.get_num_threads)
 _TENSORS4 = struct.Struct("@" + _lib.TENSOR.format.lstrip("@") * 4)
 if _TENSORS4.size != 4 * _lib.TENSOR.size:
     raise ImportError("flashattn: four packed flashattn_tensors are not %d bytes"
@@ -766,6 +766,17 @@ def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor,
                                       rotary_interleaved, alibi_slopes, num_splits,
                                       return_softmax_lse, cu_seqlens_q, max_seqlen_q,
                                       cu_seqlens_k_new)
+    if _fast is not None and rotary_cos is None and rotary_sin is None \
+            and cache_batch_idx is None and cache_leftpad is None and not softcap \
+            and alibi_slopes is None and cu_seqlens_q is None and max_seqlen_q is None \
+            and cu_seqlens_k_new is None and k_scale is None and v_scale is None:
+        # a plain step in C (python/ext/fast.c); None: a call it leaves to _kvcache
+        done = _fast.decode(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale,
+                            causal, window_size, num_splits, return_softmax_lse)
+        if type(done) is int:
+            _lib.check(done, "flashattn_decode")
+        if done is not None:
+            return done if return_softmax_lse else done[0]
     return _kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                     cache_batch_idx, cache_leftpad, block_table, softmax_scale, causal,
                     window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,

@@ -17,8 +17,8 @@ from flashattn import _lib, numpy_api
 fast = _lib.fast
 needs_fast = pytest.mark.skipif(fast is None, reason="no compiled helper beside the library")
 
-F32, F16, BF16 = "f32", "f16", "bf16"  # dtype stand-ins, compared by identity
-NP = {F32: np.float32, F16: np.float16, BF16: ml_dtypes.bfloat16}
+F32, F16, BF16, I32, I64 = "f32", "f16", "bf16", "i32", "i64"  # dtype stand-ins, by identity
+NP = {F32: np.float32, F16: np.float16, BF16: ml_dtypes.bfloat16, I32: np.int32, I64: np.int64}
 CONTIGUOUS = object()
 
 
@@ -54,15 +54,14 @@ def empty_like(x, memory_format=None):
 
 
 def empty(*sizes, dtype=None):
-    assert dtype is F32
-    return Fake(np.full(sizes, np.nan, dtype=np.float32), F32)
+    return Fake(np.full(sizes, np.nan, dtype=NP[dtype]), dtype)
 
 
 GRAD = [False]  # what the registered is_grad_enabled says
 
 
 def register(cls):
-    fast.register_torch(cls, ((F32, _lib.F32), (F16, _lib.F16), (BF16, _lib.BF16)), F32,
+    fast.register_torch(cls, ((F32, _lib.F32), (F16, _lib.F16), (BF16, _lib.BF16)), F32, I32, I64,
                         empty_like, empty, CONTIGUOUS, lambda: GRAD[0], lambda: 1)
 
 
@@ -216,14 +215,104 @@ def test_workspace_is_kept_and_released(fakes):
     assert np.isfinite(out.a).all()
 
 
+def decode(q, kc, vc, k=None, v=None, lens=None, table=None, want_lse=True, scale=None,
+           causal=False, window_size=(-1, -1), num_splits=0):
+    return fast.decode(q, kc, vc, k, v, lens, table, scale, causal, window_size, num_splits,
+                       want_lse)
+
+
+def ref_decode(q, kc, vc, k=None, v=None, lens=None, table=None, scale=None, causal=False,
+               window_size=(-1, -1), num_splits=0):
+    """numpy_api's call on copies of the caches: (out, lse, k cache, v cache)."""
+    kc, vc = kc.a.copy(), vc.a.copy()
+    out, lse = numpy_api.attention_with_kvcache(
+        q.a, kc, vc, None if k is None else k.a, None if v is None else v.a,
+        cache_seqlens=lens.a if isinstance(lens, Fake) else lens,
+        block_table=None if table is None else table.a, causal=causal, softmax_scale=scale,
+        window_size=window_size, return_lse=True, num_splits=num_splits, num_threads=1)
+    return out, lse, kc, vc
+
+
+DECODE_CASES = [  # q, cache (contiguous, or paged: the pool), new rows, dtype, lengths, pages
+    ((2, 1, 8, 64), (2, 40, 2, 64), 1, F16, [17, 33], None, {"causal": True}),
+    ((2, 3, 4, 32), (6, 16, 2, 32), 0, F32, [5, 40], (2, 3), {"window_size": (8, 0)}),
+    ((1, 1, 4, 128), (1, 64, 4, 128), 0, BF16, None, None, {"num_splits": 2}),
+    ((3, 1, 2, 16), (3, 20, 1, 16), 1, F32, 11, None, {"scale": 0.5, "causal": True}),
+    ((2, 2, 4, 32), (8, 8, 2, 32), 2, F16, [0, 30], (2, 4), {"causal": True}),
+]
+
+
+@needs_fast
+@pytest.mark.parametrize("qs, cs, new, dt, lens, pages, options", DECODE_CASES)
+def test_decode_matches_the_ctypes_path_bit_for_bit(fakes, qs, cs, new, dt, lens, pages, options):
+    q, kc, vc = make(qs, dt, 1), make(cs, dt, 2), make(cs, dt, 3)
+    k = v = None
+    if new:
+        k, v = make((qs[0], new, cs[2], cs[3]), dt, 4), make((qs[0], new, cs[2], cs[3]), dt, 5)
+    table = None
+    if pages:
+        order = np.random.default_rng(6).permutation(cs[0])[:pages[0] * pages[1]]
+        table = Fake(order.reshape(pages).astype(np.int32), I32)
+    if isinstance(lens, list):
+        lens = Fake(np.array(lens, dtype=np.int64 if pages else np.int32), I64 if pages else I32)
+    ref_out, ref_lse, ref_kc, ref_vc = ref_decode(q, kc, vc, k, v, lens, table, **options)
+    out, lse = decode(q, kc, vc, k, v, lens, table, **options)
+    assert out.a.shape == ref_out.shape and out.a.flags.c_contiguous
+    assert np.array_equal(out.a.view(np.uint8), ref_out.view(np.uint8))
+    assert np.array_equal(lse.a, ref_lse)
+    assert np.array_equal(kc.a.view(np.uint8), ref_kc.view(np.uint8))
+    assert np.array_equal(vc.a.view(np.uint8), ref_vc.view(np.uint8))
+    assert decode(q, kc, vc, None, None, lens, table, want_lse=False, **options)[1] is None
+
+
+@needs_fast
+def test_decode_leaves_other_calls_to_the_python_path(fakes):
+    q, kc, vc = make((2, 1, 4, 16), F32, 1), make((2, 8, 2, 16), F32, 2), make((2, 8, 2, 16), F32, 3)
+    k = make((2, 1, 2, 16), F32, 4)
+    lens = Fake(np.array([3, 4], np.int32), I32)
+    table = Fake(np.array([[0], [1]], np.int32), I32)
+    others = [
+        dict(k=k),                                                  # k without v
+        dict(kc=Fake(kc.a.astype(np.int8), "i8")),                  # a quantised cache
+        dict(lens=Fake(np.array([3, 4, 5], np.int32), I32)),        # a length per sequence, not 2
+        dict(lens=Fake(np.array([3.0, 4.0], np.float32), F32)),     # not integers
+        dict(lens=Fake(np.array([3, 4, 5, 6], np.int32)[::2], I32)),  # not contiguous
+        dict(lens=[3, 4]),                                          # not a tensor
+        dict(table=Fake(np.array([[0], [1], [2]], np.int32), I32)),  # rows != batch
+        dict(table=Fake(np.array([[0, 9], [1, 9]], np.int32)[:, :1], I32)),  # not row-major
+        dict(table=Fake(np.array([[0], [1]], np.int64), I64)),      # int64 pages
+        dict(window_size=(1.0, 0)),                                 # an option of another type
+        dict(num_splits=2.0),
+    ]
+    for change in others:
+        args = dict(q=q, kc=kc, vc=vc, k=None, v=None, lens=lens, table=None)
+        options = {key: change.pop(key) for key in ("window_size", "num_splits") if key in change}
+        args.update(change)
+        assert decode(**args, **options) is None, change
+    assert decode(q, kc, vc, None, None, lens, table) is not None
+
+
+@needs_fast
+def test_decode_returns_the_library_status_on_a_refused_call(fakes):
+    q, kc, vc = make((2, 1, 3, 16), F32, 1), make((2, 8, 2, 16), F32, 2), make((2, 8, 2, 16), F32, 3)
+    status = decode(q, kc, vc, lens=Fake(np.array([3, 4], np.int32), I32))
+    assert status == _lib.ERR_BAD_HEADS
+    q = make((2, 1, 4, 16), F32, 1)
+    status = decode(q, kc, vc, lens=Fake(np.array([3, 9], np.int32), I32))  # past the capacity
+    assert isinstance(status, int) and status != _lib.OK
+
+
 @needs_fast
 def test_bad_arguments_raise():
     with pytest.raises(TypeError):
         fast.fwd(1, 2)
     with pytest.raises(ValueError):
-        fast.register_torch(Fake, ((F32, 0),), F32, empty_like, empty, CONTIGUOUS, bool, int)
+        fast.register_torch(Fake, ((F32, 0),), F32, I32, I64, empty_like, empty, CONTIGUOUS, bool,
+                            int)
     with pytest.raises(ValueError):
-        fast.init(0, 0, 0)
+        fast.init(0, 0, 0, None, None, None)
+    with pytest.raises(TypeError):
+        fast.decode(1, 2, 3)
 
 
 def test_found_when_required_and_skipped_when_asked(monkeypatch):

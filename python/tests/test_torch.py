@@ -349,6 +349,46 @@ def test_params_follow_the_thread_count_and_skip_tensor_options():
 
 # ---- KV cache ---------------------------------------------------------------
 
+
+@pytest.mark.skipif(__import__("flashattn")._lib.fast is None, reason="no compiled helper")
+def test_plain_kvcache_steps_run_in_the_compiled_helper_with_the_same_bits(monkeypatch):
+    """flash_attn_with_kvcache's steps without rotary, batch_idx, leftpad,
+    packed queries, modifiers or quantised caches go through
+    python/ext/fast.c, with what the ctypes path gives (outputs and the
+    appended cache rows); the rest, and its error messages, stay there."""
+    from flashattn import flash_attn_interface as fai
+    helper = fai._fast
+    g = torch.Generator().manual_seed(11)
+    for dtype, paged, lens, new in ((torch.float16, False, torch.tensor([5, 17], dtype=torch.int32), 1),
+                                    (torch.float32, True, torch.tensor([9, 30]), 2),
+                                    (torch.bfloat16, False, 12, 0), (torch.float32, False, None, 0)):
+        q = torch.randn(2, max(new, 1), 8, 64, generator=g).to(dtype)
+        pool = (6, 16, 2, 64) if paged else (2, 40, 2, 64)
+        kc, vc = (torch.randn(*pool, generator=g).to(dtype) for _ in range(2))
+        k, v = (torch.randn(2, new, 2, 64, generator=g).to(dtype) if new else None for _ in range(2))
+        table = torch.tensor([[4, 1, 0], [2, 5, 3]], dtype=torch.int32) if paged else None
+        results = []
+        for fast in (helper, None):
+            taken = []
+            monkeypatch.setattr(fai, "_fast", fast and type("Count", (), {
+                "decode": staticmethod(lambda *a: taken.append(1) or helper.decode(*a))}))
+            kc2, vc2 = kc.clone(), vc.clone()
+            out, lse = flash_attn_with_kvcache(q, kc2, vc2, k, v, cache_seqlens=lens,
+                                               block_table=table, causal=True,
+                                               return_softmax_lse=True)
+            assert taken == ([1] if fast else [])
+            results.append((out, lse, kc2, vc2))
+        for a, b in zip(*results):
+            assert torch.equal(a, b)
+    monkeypatch.setattr(fai, "_fast", helper)
+    q, kc, vc = torch.randn(2, 1, 8, 64), torch.randn(2, 9, 2, 64), torch.randn(2, 9, 2, 64)
+    with pytest.raises(ValueError, match="one length per batch entry"):
+        flash_attn_with_kvcache(q, kc, vc, cache_seqlens=torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match="give both k and v"):
+        flash_attn_with_kvcache(q, kc, vc, torch.randn(2, 1, 2, 64), None)
+    with pytest.raises(ValueError):
+        flash_attn_with_kvcache(q, kc, vc, cache_seqlens=torch.tensor([1, 10]))
+
 def kvcache_case(dtype, seq_q=1, seq_new=2, lens=(0, 9, 30), capacity=40, seed=10):
     g = torch.Generator().manual_seed(seed)
     mk = lambda *s: torch.randn(*s, generator=g).to(dtype)
