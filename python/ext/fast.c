@@ -1,9 +1,10 @@
 /*
  * flashattn._fast: flash_attn_func's plain forward (no gradient to record,
- * no dropout, no modifiers) in C, for the calls whose whole cost is the
- * call: at one query and one key the Python steps around the library
- * (checks, descriptors, ctypes' argument conversion) took twice the
- * library's own time, and more than torch's whole SDPA call.
+ * no dropout, no modifiers) and flash_attn_with_kvcache's plain step in C,
+ * for the calls whose whole cost is the call: at one query and one key the
+ * Python steps around the library (checks, descriptors, params) took twice
+ * the library's own time, and more than torch's whole SDPA call; a decode
+ * step's took 24-30 us, a third of a step at 128 cached keys.
  *
  * It sees the library only through the function pointers the ctypes
  * binding hands to init(), so both use one loaded library (one thread-local
@@ -14,13 +15,13 @@
  * that have them. Python's limited API (3.9): one build serves every
  * CPython 3.9+.
  *
- * fwd() returns (out, lse or None) on success; None where the call is not
- * one it takes (another type, dtype or layout, a gradient to record, an
- * option of another type): the Python path then runs, and says what is
- * wrong; or the library's status (an int) when the library refused the
- * call, which the caller raises with the library's message, on this
- * thread. Torch tracing (torch.compile, jit.trace) is the caller's to
- * rule out.
+ * fwd() and decode() return (out, lse or None) on success; None where the
+ * call is not one it takes (another type, dtype or layout, a gradient to
+ * record, an option of another type, a shape the Python path checks
+ * first): the Python path then runs, and says what is wrong; or the
+ * library's status (an int) when the library refused the call, which the
+ * caller raises with the library's message, on this thread. Torch tracing
+ * (torch.compile, jit.trace) is the caller's to rule out.
  */
 #define PY_SSIZE_T_CLEAN
 #define Py_LIMITED_API 0x03090000
