@@ -27,6 +27,8 @@
 #define Py_LIMITED_API 0x03090000
 #include <Python.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,14 +75,46 @@ static int dtype_codes[DTYPES];
 static PyObject *s_shape, *s_stride, *s_data_ptr, *s_dtype, *s_is_cpu, *s_is_contiguous,
     *s_requires_grad;
 
-/* This thread's workspace and LSE scratch: grown on demand, kept between
- * calls (as the ctypes path keeps its own), freed by release(). */
-static _Thread_local void *ws_buf;
-static _Thread_local size_t ws_bytes;
-static _Thread_local float *lse_buf;
-static _Thread_local size_t lse_count;
-static _Thread_local int64_t *lens_buf; /* decode: one cache length for every sequence */
-static _Thread_local size_t lens_count;
+/* A thread's workspace, LSE scratch and (decode) lengths: grown on demand,
+ * kept between its calls (as the ctypes path keeps its own), emptied by
+ * release() and freed when the thread exits (the key's destructor), so a
+ * pool of short-lived threads does not leave one workspace per thread. */
+typedef struct {
+    void *ws;
+    size_t ws_bytes;
+    float *lse;
+    size_t lse_count;
+    int64_t *lens; /* decode: one cache length for every sequence */
+    size_t lens_count;
+} thread_bufs;
+
+static pthread_key_t bufs_key;
+static _Thread_local thread_bufs *bufs; /* this thread's, once made */
+static atomic_long live_bufs;           /* threads holding a set, for the tests */
+
+static void bufs_empty(thread_bufs *b) {
+    free(b->ws), free(b->lse), free(b->lens);
+    memset(b, 0, sizeof *b);
+}
+
+static void bufs_free(void *p) {
+    bufs_empty((thread_bufs *)p);
+    free(p);
+    atomic_fetch_sub(&live_bufs, 1);
+}
+
+/* This thread's set, made on first use; NULL when out of memory. */
+static thread_bufs *my_bufs(void) {
+    if (bufs) return bufs;
+    thread_bufs *b = (thread_bufs *)calloc(1, sizeof *b);
+    if (!b) return NULL;
+    if (pthread_setspecific(bufs_key, b)) {
+        free(b);
+        return NULL;
+    }
+    atomic_fetch_add(&live_bufs, 1);
+    return bufs = b;
+}
 
 /* What fwd needs of one tensor argument. */
 typedef struct {
@@ -179,24 +213,26 @@ static flashattn_status size_of(const lib_call *c, size_t *need) {
  * too small (it then wrote nothing); the GIL dropped meanwhile. */
 static flashattn_status run_call(const lib_call *c) {
     flashattn_status s = FLASHATTN_ERR_WORKSPACE_TOO_SMALL;
+    thread_bufs *b = my_bufs();
+    if (!b) return FLASHATTN_ERR_OUT_OF_MEMORY;
     PyThreadState *ts = PyEval_SaveThread();
-    if (ws_buf) s = call_with(c, ws_buf, ws_bytes);
+    if (b->ws) s = call_with(c, b->ws, b->ws_bytes);
     if (s == FLASHATTN_ERR_WORKSPACE_TOO_SMALL) {
         size_t need = 0;
         s = size_of(c, &need);
         if (s == FLASHATTN_OK) {
-            if (need > ws_bytes) {
+            if (need > b->ws_bytes) {
                 /* 64-byte aligned; at least one line, so the buffer exists */
                 void *fresh = NULL;
                 const size_t bytes = (need + 63) / 64 * 64;
                 if (posix_memalign(&fresh, 64, bytes ? bytes : 64)) {
                     s = FLASHATTN_ERR_OUT_OF_MEMORY;
                 } else {
-                    free(ws_buf);
-                    ws_buf = fresh, ws_bytes = bytes ? bytes : 64;
+                    free(b->ws);
+                    b->ws = fresh, b->ws_bytes = bytes ? bytes : 64;
                 }
             }
-            if (s == FLASHATTN_OK) s = call_with(c, ws_buf, ws_bytes);
+            if (s == FLASHATTN_OK) s = call_with(c, b->ws, b->ws_bytes);
         }
     }
     PyEval_RestoreThread(ts);
@@ -205,14 +241,16 @@ static flashattn_status run_call(const lib_call *c) {
 
 /* Room for n floats of an LSE nobody reads; NULL with MemoryError set. */
 static float *lse_scratch(int64_t n) {
-    if ((size_t)n > lse_count) {
+    thread_bufs *b = my_bufs();
+    if (!b) return (float *)PyErr_NoMemory();
+    if ((size_t)n > b->lse_count) {
         const size_t count = (size_t)n < 256 ? 256 : (size_t)n;
         float *fresh = (float *)malloc(count * sizeof(float));
         if (!fresh) return (float *)PyErr_NoMemory();
-        free(lse_buf);
-        lse_buf = fresh, lse_count = count;
+        free(b->lse);
+        b->lse = fresh, b->lse_count = count;
     }
-    return lse_buf;
+    return b->lse;
 }
 
 /* An option the plain path takes as it comes: a bool, or an int (its
@@ -425,15 +463,17 @@ static int index_of(PyObject *t, int ndim, int64_t shape[2], const void **data, 
 
 /* One length for every sequence: this thread's int64 buffer. */
 static const int64_t *same_lengths(int64_t batch, int64_t len) {
-    if ((size_t)batch > lens_count) {
+    thread_bufs *b = my_bufs();
+    if (!b) return (const int64_t *)PyErr_NoMemory();
+    if ((size_t)batch > b->lens_count) {
         const size_t count = (size_t)batch < 64 ? 64 : (size_t)batch;
         int64_t *fresh = (int64_t *)malloc(count * sizeof(int64_t));
         if (!fresh) return (const int64_t *)PyErr_NoMemory();
-        free(lens_buf);
-        lens_buf = fresh, lens_count = count;
+        free(b->lens);
+        b->lens = fresh, b->lens_count = count;
     }
-    for (int64_t b = 0; b < batch; b++) lens_buf[b] = len;
-    return lens_buf;
+    for (int64_t i = 0; i < batch; i++) b->lens[i] = len;
+    return b->lens;
 }
 
 /* decode(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale,
@@ -621,20 +661,23 @@ static PyObject *fast_registered(PyObject *self, PyObject *args) {
     return registration;
 }
 
-/* release(): this thread's workspace and LSE scratch freed. */
+/* release(): this thread's workspace and scratch freed. */
 static PyObject *fast_release(PyObject *self, PyObject *args) {
     (void)self, (void)args;
-    free(ws_buf);
-    free(lse_buf);
-    free(lens_buf);
-    ws_buf = NULL, ws_bytes = 0, lse_buf = NULL, lse_count = 0, lens_buf = NULL, lens_count = 0;
+    if (bufs) bufs_empty(bufs);
     Py_RETURN_NONE;
 }
 
 /* workspace_bytes(): the size of this thread's workspace (0: none yet). */
 static PyObject *fast_workspace_bytes(PyObject *self, PyObject *args) {
     (void)self, (void)args;
-    return PyLong_FromSize_t(ws_bytes);
+    return PyLong_FromSize_t(bufs ? bufs->ws_bytes : 0);
+}
+
+/* live_buffers(): how many threads hold a set of buffers now. */
+static PyObject *fast_live_buffers(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    return PyLong_FromLong(atomic_load(&live_bufs));
 }
 
 static PyMethodDef methods[] = {
@@ -652,6 +695,7 @@ static PyMethodDef methods[] = {
     {"registered", fast_registered, METH_NOARGS, "register_torch's last arguments, or None"},
     {"release", fast_release, METH_NOARGS, "free this thread's workspace and LSE scratch"},
     {"workspace_bytes", fast_workspace_bytes, METH_NOARGS, "this thread's workspace size"},
+    {"live_buffers", fast_live_buffers, METH_NOARGS, "how many threads hold buffers"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -659,6 +703,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", NULL, -1, me
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__fast(void) {
+    static int keyed; /* once, should the module be initialised again */
+    if (!keyed && pthread_key_create(&bufs_key, bufs_free)) return PyErr_NoMemory();
+    keyed = 1;
     s_shape = PyUnicode_InternFromString("shape");
     s_stride = PyUnicode_InternFromString("stride");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");

@@ -303,6 +303,35 @@ def test_decode_returns_the_library_status_on_a_refused_call(fakes):
 
 
 @needs_fast
+def test_threads_buffers_are_freed_when_they_exit(fakes):
+    """Each thread's workspace is its own and goes with the thread: a pool
+    of short-lived threads leaves none behind."""
+    import threading
+    q, k, v = (make((1, 64, 2, 32), F32, s) for s in (1, 2, 3))
+    expected, _ = call(q, k, v, False)
+    before = fast.live_buffers()
+    results = []
+
+    def work():
+        out, _ = call(q, k, v, False)
+        results.append(np.array_equal(out.a, expected.a) and fast.workspace_bytes() > 0)
+    for _ in range(3):
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert results == [True] * 24
+    # Thread.join returns when Python is done with the thread, a moment
+    # before the OS thread runs its destructors and ends
+    import time
+    deadline = time.monotonic() + 10
+    while fast.live_buffers() != before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fast.live_buffers() == before
+
+
+@needs_fast
 def test_bad_arguments_raise():
     with pytest.raises(TypeError):
         fast.fwd(1, 2)
