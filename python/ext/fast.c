@@ -333,6 +333,36 @@ static int records_grad(PyObject *const tensors[3]) {
     return 0;
 }
 
+/* An output's address (its data_ptr()); 0 with an error set. */
+static uintptr_t address_of(PyObject *t) {
+    PyObject *ptr = PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
+    const uintptr_t at = ptr ? (uintptr_t)PyLong_AsVoidPtr(ptr) : 0;
+    Py_XDECREF(ptr);
+    return at;
+}
+
+/* softmax_lse, (batch, heads, seqlen_q) float32, and its address in *at;
+ * NULL with an error set. */
+static PyObject *new_lse(int64_t b, int64_t h, int64_t sq, float **at) {
+    PyObject *sizes = Py_BuildValue("(LLL)", (long long)b, (long long)h, (long long)sq);
+    PyObject *lse = sizes ? PyObject_Call(empty, sizes, lse_dtype_kw) : NULL;
+    Py_XDECREF(sizes);
+    *at = lse ? (float *)address_of(lse) : NULL;
+    if (lse && PyErr_Occurred()) Py_CLEAR(lse);
+    return lse;
+}
+
+/* The call, then what fwd() and decode() return: (out, lse or None), or
+ * the library's status. Takes the references to out and lse. */
+static PyObject *call_and_return(const lib_call *c, PyObject *out, PyObject *lse) {
+    const flashattn_status s = run_call(c);
+    PyObject *result = s != FLASHATTN_OK ? PyLong_FromLong((long)s)
+                                         : PyTuple_Pack(2, out, lse ? lse : Py_None);
+    Py_DECREF(out);
+    Py_XDECREF(lse);
+    return result;
+}
+
 /* fwd(q, k, v, softmax_scale, causal, window_size, deterministic, want_lse) */
 static PyObject *fast_fwd(PyObject *self, PyObject *args) {
     (void)self;
@@ -379,46 +409,22 @@ static PyObject *fast_fwd(PyObject *self, PyObject *args) {
     /* out is q's size and dtype, contiguous: only its address is asked */
     view4 o = in[0];
     o.stride[0] = sq * h * d, o.stride[1] = h * d, o.stride[2] = d, o.stride[3] = 1;
-    PyObject *out_ptr = PyObject_CallMethodObjArgs(out, s_data_ptr, NULL);
-    o.data = out_ptr ? (uintptr_t)PyLong_AsVoidPtr(out_ptr) : 0;
-    Py_XDECREF(out_ptr);
-    if (PyErr_Occurred()) {
-        Py_DECREF(out);
-        return NULL;
-    }
-
+    o.data = address_of(out);
     PyObject *lse = NULL;
-    float *lse_at;
-    if (want_lse) {
-        PyObject *sizes = Py_BuildValue("(LLL)", (long long)b, (long long)h, (long long)sq);
-        lse = sizes ? PyObject_Call(empty, sizes, lse_dtype_kw) : NULL;
-        Py_XDECREF(sizes);
-        PyObject *ptr = lse ? PyObject_CallMethodObjArgs(lse, s_data_ptr, NULL) : NULL;
-        lse_at = ptr ? (float *)PyLong_AsVoidPtr(ptr) : NULL;
-        Py_XDECREF(ptr);
-    } else {
-        /* b * h * sq fits: the tensors exist */
-        lse_at = lse_scratch(b * h * sq);
+    float *lse_at = NULL;
+    if (!PyErr_Occurred()) {
+        if (want_lse) lse = new_lse(b, h, sq, &lse_at);
+        else lse_at = lse_scratch(b * h * sq); /* b * h * sq fits: the tensors exist */
     }
     if (PyErr_Occurred()) {
         Py_DECREF(out);
         Py_XDECREF(lse);
         return NULL;
     }
-
     const flashattn_tensor t[4] = {descriptor(&in[0]), descriptor(&in[1]), descriptor(&in[2]),
                                    descriptor(&o)};
     const lib_call c = {&t[0], &t[1], &t[2], &t[3], NULL, lse_at, p};
-    const flashattn_status s = run_call(&c);
-    if (s != FLASHATTN_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return PyLong_FromLong((long)s);
-    }
-    PyObject *result = PyTuple_Pack(2, out, lse ? lse : Py_None);
-    Py_DECREF(out);
-    Py_XDECREF(lse);
-    return result;
+    return call_and_return(&c, out, lse);
 }
 
 /* An integer tensor the decode call reads as it lies: of the registered
@@ -545,19 +551,10 @@ static PyObject *fast_decode(PyObject *self, PyObject *args) {
     view4 o = in[0];
     o.shape[3] = dv;
     o.stride[0] = sq * h * dv, o.stride[1] = h * dv, o.stride[2] = dv, o.stride[3] = 1;
-    PyObject *ptr = PyObject_CallMethodObjArgs(out, s_data_ptr, NULL);
-    o.data = ptr ? (uintptr_t)PyLong_AsVoidPtr(ptr) : 0;
-    Py_XDECREF(ptr);
+    o.data = address_of(out);
     PyObject *lse = NULL;
     float *lse_at = NULL;
-    if (!PyErr_Occurred() && want_lse) {
-        PyObject *lsizes = Py_BuildValue("(LLL)", (long long)b, (long long)h, (long long)sq);
-        lse = lsizes ? PyObject_Call(empty, lsizes, lse_dtype_kw) : NULL;
-        Py_XDECREF(lsizes);
-        PyObject *lptr = lse ? PyObject_CallMethodObjArgs(lse, s_data_ptr, NULL) : NULL;
-        lse_at = lptr ? (float *)PyLong_AsVoidPtr(lptr) : NULL;
-        Py_XDECREF(lptr);
-    }
+    if (!PyErr_Occurred() && want_lse) lse = new_lse(b, h, sq, &lse_at);
     if (PyErr_Occurred()) {
         Py_DECREF(out);
         Py_XDECREF(lse);
@@ -568,16 +565,7 @@ static PyObject *fast_decode(PyObject *self, PyObject *args) {
     flashattn_tensor tk, tv;
     if (n == 5) tk = descriptor(&in[3]), tv = descriptor(&in[4]);
     const lib_call c = {&tq, n == 5 ? &tk : NULL, n == 5 ? &tv : NULL, &to, &cache, lse_at, &params};
-    const flashattn_status s = run_call(&c);
-    if (s != FLASHATTN_OK) {
-        Py_DECREF(out);
-        Py_XDECREF(lse);
-        return PyLong_FromLong((long)s);
-    }
-    PyObject *result = PyTuple_Pack(2, out, lse ? lse : Py_None);
-    Py_DECREF(out);
-    Py_XDECREF(lse);
-    return result;
+    return call_and_return(&c, out, lse);
 }
 
 /* init(fwd, fwd_workspace_size, params_init_size, decode, decode_workspace_size,
