@@ -170,7 +170,7 @@ typedef struct flashattn_params {
     flashattn_align align;   /* how the causal/window diagonal is aligned */
     int block_m;             /* query rows per tile; 0: automatic */
     int block_n;             /* keys per tile; 0: automatic */
-    int num_threads;         /* 0: OpenMP default */
+    int num_threads;         /* the most threads (0: OpenMP default); little work uses fewer */
     int deterministic;       /* forward is always deterministic; used by backward */
     uint32_t reserved_flags; /* must be 0 (room for dropout...) */
     int num_splits;          /* decode: parts each sequence's keys are cut into; 0: automatic */

@@ -25,6 +25,7 @@
 #include "api/decode.h"
 #include "api/validate.h"
 #include "core/dtype.h"
+#include "dispatch/isa.h"
 #include "plan/tiles_decode.h"
 #include "reference/attn_f64.h"
 #include "reference/attn_std_f32.h"
@@ -363,8 +364,10 @@ static void sweep(void) {
     }
 }
 
-/* The plan a case gets on a kernel table (before any append). */
-static fa_decode_plan plan_of(const dcase *c, fixture *f, const fa_kernels *kern) {
+/* The plan a case gets on a kernel table (before any append), aiming at
+ * `units` work units whatever the threads (the forward's route) or, with
+ * 0, splitting by the threads (flashattn_decode). */
+static fa_decode_plan plan_units_of(const dcase *c, fixture *f, const fa_kernels *kern, int units) {
     fa_decode_plan plan;
     memset(&plan, 0, sizeof plan);
     flashattn_params p;
@@ -376,10 +379,14 @@ static fa_decode_plan plan_of(const dcase *c, fixture *f, const fa_kernels *kern
     TT_CHECK(fa_read_params(&user, &p) == FLASHATTN_OK &&
                  fa_validate_decode(&f->q.t, &f->cache, kn, vn, &o.t, NULL, &p, &dp) ==
                      FLASHATTN_OK &&
-                 fa_plan_decode(&dp, &p, kern, 0, 0, &plan) == FLASHATTN_OK,
+                 fa_plan_decode(&dp, &p, kern, units, 0, &plan) == FLASHATTN_OK,
              "[%s] plan: %s", kern->isa, flashattn_last_error());
     tt_free(&o);
     return plan;
+}
+
+static fa_decode_plan plan_of(const dcase *c, fixture *f, const fa_kernels *kern) {
+    return plan_units_of(c, f, kern, 0);
 }
 
 /* Many rows per kv-head (speculative decoding, chunked prefill into a
@@ -544,6 +551,33 @@ static void splits(void) {
     release(&f);
 }
 
+/* A call with a few microseconds of work runs on fewer threads than asked
+ * (waking a thread costs as much), in one work item of every kv-head when
+ * alone; a long cache keeps the threads asked for. The results do not
+ * depend on the threads (sweep, wide_threads, splits). */
+static void small_work_threads(void) {
+    /* capacity: the longest sequence plus c.spare; work 2 * hq * seq_q *
+     * capacity * 2d = 4096 * capacity flops at hq 8, d 128, one query row */
+    static const struct { int64_t len; int threads, want; } cases[] = {
+        {1, 2, 1}, {1, 8, 1}, {59, 4, 1}, {123, 4, 2}, {187, 4, 3}, {251, 4, 4}, {4091, 2, 2}, {0, 2, 1},
+    };
+    const fa_kernels *kern = fa_active_kernels();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dcase c = base_case();
+        c.hq = 8, c.hkv = 8, c.d = 128, c.lens[0] = cases[i].len, c.threads = cases[i].threads;
+        fixture f;
+        build(&f, &c, 5);
+        const fa_decode_plan plan = plan_of(&c, &f, kern), fwd = plan_units_of(&c, &f, kern, 16);
+        TT_CHECK(plan.threads == cases[i].want && fwd.threads == cases[i].want,
+                 "capacity %lld, %d threads asked: %d and %d threads planned, %d expected",
+                 (long long)f.capacity, cases[i].threads, plan.threads, fwd.threads, cases[i].want);
+        TT_CHECK(fwd.threads > 1 || fwd.heads_per_item == 8,
+                 "capacity %lld alone: %d kv-heads a work item, 8 expected", (long long)f.capacity,
+                 fwd.heads_per_item);
+        release(&f);
+    }
+}
+
 /* One workspace serves every step: its size ignores the seqlens values. */
 static void workspace_stable(void) {
     dcase c = base_case();
@@ -606,6 +640,7 @@ int main(void) {
     if (!tt_quick()) wide_threads(); /* 700 keys on two thread counts */
     splits();
     workspace_stable();
+    small_work_threads();
     public_api();
     return tt_finish("test_decode");
 }

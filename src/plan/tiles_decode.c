@@ -48,6 +48,10 @@
 #define FA_DECODE_SPLIT_KEYS 512         /* fewest keys of capacity per split */
 #define FA_DECODE_UNITS 8                /* work units a thread, when splitting */
 #define FA_DECODE_PART_BYTES (8u << 20)  /* partial results of all splits, at most */
+/* Floating-point work a call needs for each thread it wakes: a few
+ * microseconds of one core, about what starting the parallel region and
+ * sharing out its items cost (docs/performance.md, small shapes). */
+#define FA_DECODE_FLOP_PER_THREAD (256.0 * 1024.0)
 /* Rows per kv-head from which items take the wide path: below it reading
  * the cache bounds the item, above it the FMAs do (the crossover measured:
  * docs/performance.md). */
@@ -100,7 +104,7 @@ static int fixed_units(const fa_problem *pb, int units, fa_decode_plan *plan) {
     int64_t s = (units + items - 1) / items;
     if (s > most) s = most;
     if (s < 1) s = 1;
-    if (2 * items * s < units && plan->heads_per_item > 1) {
+    if (2 * items * s < units && plan->heads_per_item > 1 && plan->threads > 1) {
         const int64_t blocks = (units + tiles * s - 1) / (tiles * s);
         const int64_t h = pb->heads_kv / blocks;
         plan->heads_per_item = (int)even(pb->heads_kv, h < 1 ? 1 : h);
@@ -119,6 +123,13 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     const size_t kvpad = (size_t)(pb->head_dim_pad > pb->head_dim_v_pad ? pb->head_dim_pad : pb->head_dim_v_pad);
     const int64_t group = pb->group;
     plan->threads = fa_threads_or_default(p->num_threads);
+    /* Every query row against every key of the capacity: a bound on the
+     * work (the lengths may be shorter), in double, as sizes may be near
+     * the int64 limits. Threads never change results, only the time. */
+    const double flop = 2.0 * (double)pb->batch_q * (double)pb->heads_q * (double)pb->rows_q *
+                        (double)pb->seq_k * (double)(pb->head_dim + pb->head_dim_v);
+    if (flop < FA_DECODE_FLOP_PER_THREAD * plan->threads)
+        plan->threads = flop < 2.0 * FA_DECODE_FLOP_PER_THREAD ? 1 : (int)(flop / FA_DECODE_FLOP_PER_THREAD);
     /* Keys are gemm_nt's n (S = Q K^T) and the GEMM's k (P V) here, so any
      * step size works, unlike the forward's NR multiples. */
     if (p->block_n > FA_MAX_BLOCK || p->block_m > FA_MAX_BLOCK)
