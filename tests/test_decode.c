@@ -559,7 +559,8 @@ static void small_work_threads(void) {
     /* capacity: the longest sequence plus c.spare; work 2 * hq * seq_q *
      * capacity * 2d = 4096 * capacity flops at hq 8, d 128, one query row */
     static const struct { int64_t len; int threads, want; } cases[] = {
-        {1, 2, 1}, {1, 8, 1}, {59, 4, 1}, {123, 4, 2}, {187, 4, 3}, {251, 4, 4}, {4091, 2, 2}, {0, 2, 1},
+        {1, 2, 1},   {1, 8, 1},   {59, 4, 1},   {123, 4, 2},
+        {187, 4, 3}, {251, 4, 4}, {4091, 2, 2}, {0, 2, 1},
     };
     const fa_kernels *kern = fa_active_kernels();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -139,18 +139,35 @@ static int four_of(PyObject *t, int64_t out[4]) {
     return 0;
 }
 
-/* The view of a tensor the plain path takes: of the registered type, on
- * the CPU, 4-D, of one of the three dtypes, its last dimension contiguous.
- * Returns 0, 1 (not taken) or -1 (a Python error is set). */
-static int view_of(PyObject *t, view4 *v) {
+/* A tensor of the registered type on the CPU: its dtype (a new reference)
+ * into *dt. 0, 1 (not taken) or -1 (a Python error is set). */
+static int cpu_dtype(PyObject *t, PyObject **dt) {
     if ((PyObject *)Py_TYPE(t) != tensor_type) return 1;
     PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
     if (!cpu) return -1;
     const int on_cpu = cpu == Py_True;
     Py_DECREF(cpu);
     if (!on_cpu) return 1;
-    PyObject *dt = PyObject_GetAttr(t, s_dtype);
-    if (!dt) return -1;
+    *dt = PyObject_GetAttr(t, s_dtype);
+    return *dt ? 0 : -1;
+}
+
+/* t.data_ptr() into *data: 0, or -1 with a Python error set. */
+static int data_ptr_of(PyObject *t, void **data) {
+    PyObject *ptr = PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
+    if (!ptr) return -1;
+    *data = PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The view of a tensor the plain path takes: of the registered type, on
+ * the CPU, 4-D, of one of the three dtypes, its last dimension contiguous.
+ * Returns 0, 1 (not taken) or -1 (a Python error is set). */
+static int view_of(PyObject *t, view4 *v) {
+    PyObject *dt;
+    int r = cpu_dtype(t, &dt);
+    if (r) return r;
     v->code = -1;
     for (int i = 0; i < DTYPES; i++)
         if (dt == dtypes[i]) v->code = dtype_codes[i];
@@ -158,7 +175,7 @@ static int view_of(PyObject *t, view4 *v) {
     if (v->code < 0) return 1;
     PyObject *shape = PyObject_GetAttr(t, s_shape);
     if (!shape) return -1;
-    int r = four_of(shape, v->shape);
+    r = four_of(shape, v->shape);
     Py_DECREF(shape);
     if (r) return r;
     PyObject *stride = PyObject_CallMethodObjArgs(t, s_stride, NULL);
@@ -167,11 +184,10 @@ static int view_of(PyObject *t, view4 *v) {
     Py_DECREF(stride);
     if (r) return r;
     if (v->stride[3] != 1 && v->shape[3] > 1) return 1;
-    PyObject *ptr = PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
-    if (!ptr) return -1;
-    v->data = (uintptr_t)PyLong_AsVoidPtr(ptr);
-    Py_DECREF(ptr);
-    return PyErr_Occurred() ? -1 : 0;
+    void *data;
+    if (data_ptr_of(t, &data)) return -1;
+    v->data = (uintptr_t)data;
+    return 0;
 }
 
 /* The library's descriptor of a view. A dimension of size 1 gets stride 0
@@ -431,21 +447,16 @@ static PyObject *fast_fwd(PyObject *self, PyObject *args) {
  * type, on the CPU, of `dtype` (or int64 too, when i64 is given), ndim-D,
  * row-major. Its sizes into shape. 0, 1 (not taken) or -1 (error). */
 static int index_of(PyObject *t, int ndim, int64_t shape[2], const void **data, int *i64) {
-    if ((PyObject *)Py_TYPE(t) != tensor_type) return 1;
-    PyObject *cpu = PyObject_GetAttr(t, s_is_cpu);
-    if (!cpu) return -1;
-    const int on_cpu = cpu == Py_True;
-    Py_DECREF(cpu);
-    if (!on_cpu) return 1;
-    PyObject *dt = PyObject_GetAttr(t, s_dtype);
-    if (!dt) return -1;
+    PyObject *dt;
+    int r = cpu_dtype(t, &dt);
+    if (r) return r;
     const int is64 = dt == int64_dtype, is32 = dt == int32_dtype;
     Py_DECREF(dt);
     if (!is32 && !(is64 && i64)) return 1;
     if (i64) *i64 = is64;
     PyObject *size = PyObject_GetAttr(t, s_shape), *stride = NULL;
     if (!size) return -1;
-    int r = 1;
+    r = 1;
     int64_t st[2] = {0, 0};
     if (PyTuple_Check(size) && PyTuple_Size(size) == ndim) {
         r = 0;
@@ -460,11 +471,10 @@ static int index_of(PyObject *t, int ndim, int64_t shape[2], const void **data, 
     /* row-major (a dimension of size 1 may have any stride) */
     if (shape[ndim - 1] > 1 && st[ndim - 1] != 1) return 1;
     if (ndim == 2 && shape[0] > 1 && st[0] != shape[1]) return 1;
-    PyObject *ptr = PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
-    if (!ptr) return -1;
-    *data = PyLong_AsVoidPtr(ptr);
-    Py_DECREF(ptr);
-    return PyErr_Occurred() ? -1 : 0;
+    void *p;
+    if (data_ptr_of(t, &p)) return -1;
+    *data = p;
+    return 0;
 }
 
 /* One length for every sequence: this thread's int64 buffer. */

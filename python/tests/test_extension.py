@@ -267,7 +267,8 @@ def test_decode_matches_the_ctypes_path_bit_for_bit(fakes, qs, cs, new, dt, lens
 
 @needs_fast
 def test_decode_leaves_other_calls_to_the_python_path(fakes):
-    q, kc, vc = make((2, 1, 4, 16), F32, 1), make((2, 8, 2, 16), F32, 2), make((2, 8, 2, 16), F32, 3)
+    q = make((2, 1, 4, 16), F32, 1)
+    kc, vc = make((2, 8, 2, 16), F32, 2), make((2, 8, 2, 16), F32, 3)
     k = make((2, 1, 2, 16), F32, 4)
     lens = Fake(np.array([3, 4], np.int32), I32)
     table = Fake(np.array([[0], [1]], np.int32), I32)
@@ -294,7 +295,8 @@ def test_decode_leaves_other_calls_to_the_python_path(fakes):
 
 @needs_fast
 def test_decode_returns_the_library_status_on_a_refused_call(fakes):
-    q, kc, vc = make((2, 1, 3, 16), F32, 1), make((2, 8, 2, 16), F32, 2), make((2, 8, 2, 16), F32, 3)
+    q = make((2, 1, 3, 16), F32, 1)
+    kc, vc = make((2, 8, 2, 16), F32, 2), make((2, 8, 2, 16), F32, 3)
     status = decode(q, kc, vc, lens=Fake(np.array([3, 4], np.int32), I32))
     assert status == _lib.ERR_BAD_HEADS
     q = make((2, 1, 4, 16), F32, 1)

@@ -359,13 +359,15 @@ def test_plain_kvcache_steps_run_in_the_compiled_helper_with_the_same_bits(monke
     from flashattn import flash_attn_interface as fai
     helper = fai._fast
     g = torch.Generator().manual_seed(11)
-    for dtype, paged, lens, new in ((torch.float16, False, torch.tensor([5, 17], dtype=torch.int32), 1),
-                                    (torch.float32, True, torch.tensor([9, 30]), 2),
-                                    (torch.bfloat16, False, 12, 0), (torch.float32, False, None, 0)):
+    cases = ((torch.float16, False, torch.tensor([5, 17], dtype=torch.int32), 1),
+             (torch.float32, True, torch.tensor([9, 30]), 2),
+             (torch.bfloat16, False, 12, 0), (torch.float32, False, None, 0))
+    for dtype, paged, lens, new in cases:
         q = torch.randn(2, max(new, 1), 8, 64, generator=g).to(dtype)
         pool = (6, 16, 2, 64) if paged else (2, 40, 2, 64)
         kc, vc = (torch.randn(*pool, generator=g).to(dtype) for _ in range(2))
-        k, v = (torch.randn(2, new, 2, 64, generator=g).to(dtype) if new else None for _ in range(2))
+        k, v = (torch.randn(2, new, 2, 64, generator=g).to(dtype) if new else None
+                for _ in range(2))
         table = torch.tensor([[4, 1, 0], [2, 5, 3]], dtype=torch.int32) if paged else None
         results = []
         for fast in (helper, None):

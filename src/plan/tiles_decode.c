@@ -129,7 +129,8 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     const double flop = 2.0 * (double)pb->batch_q * (double)pb->heads_q * (double)pb->rows_q *
                         (double)pb->seq_k * (double)(pb->head_dim + pb->head_dim_v);
     if (flop < FA_DECODE_FLOP_PER_THREAD * plan->threads)
-        plan->threads = flop < 2.0 * FA_DECODE_FLOP_PER_THREAD ? 1 : (int)(flop / FA_DECODE_FLOP_PER_THREAD);
+        plan->threads = flop < 2.0 * FA_DECODE_FLOP_PER_THREAD ? 1
+                                                              : (int)(flop / FA_DECODE_FLOP_PER_THREAD);
     /* Keys are gemm_nt's n (S = Q K^T) and the GEMM's k (P V) here, so any
      * step size works, unlike the forward's NR multiples. */
     if (p->block_n > FA_MAX_BLOCK || p->block_m > FA_MAX_BLOCK)
