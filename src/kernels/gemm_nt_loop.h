@@ -7,6 +7,8 @@
  *   FA_NT_NR1 .. FA_NT_NR4   rows of B per tile for tiles of 1..4 rows of A
  *   FA_NT_TAIL2 (optional)   tile(mr, 2, ...) exists for every mr: strips
  *                            ending in 2 rows of B use it
+ *   FA_NT_ONE (optional)     tile(mr, 1, ...) exists for every mr: a strip
+ *                            of one row of B uses it
  * and then define their entry point as one call to fa_gemm_nt_dispatch.
  */
 #ifndef FA_GEMM_NT_LOOP_H
@@ -20,6 +22,14 @@ static inline __attribute__((always_inline)) void across(const int mr, const int
                                                          const float *a, int64_t lda,
                                                          const char *b, int64_t ldb, float *c,
                                                          int64_t ldc, int64_t pf) {
+#ifdef FA_NT_ONE
+    /* One key (a 1 x 1 call, the last of a length): one chain per row,
+     * not nr copies of it. */
+    if (nr > 1 && nv == 1) {
+        tile(mr, 1, bt, 1, k, a, lda, b, ldb, c, ldc, pf);
+        return;
+    }
+#endif
     for (int j = 0; j < nv; j += nr) {
         const char *bj = b + j * ldb * fa_dtype_bytes(bt);
 #ifdef FA_NT_TAIL2

@@ -127,6 +127,7 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
 #define FA_NT_NR2 8
 #define FA_NT_NR3 4
 #define FA_NT_NR4 4
+#define FA_NT_ONE
 #include "kernels/gemm_nt_loop.h"
 
 void fa_gemm_nt_avx512(int m, int n, int64_t k, const float *a, int64_t lda, const void *b,
