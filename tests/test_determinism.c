@@ -22,6 +22,50 @@ static void run(const fa_kernels *kern, const tt_tensor *q, const tt_tensor *k, 
     tt_free(&out);
 }
 
+/* A forward run as decode takes its wide path when the LSE is asked for,
+ * and that path sums S = Q K^T as the forward driver's GEMM tile does
+ * (plan/fwd_route.h): on these few-key shapes, the driver's bits (a tile
+ * size runs the driver). With one or two keys the wide path does all
+ * kv-heads of an item in one GEMM (decode_block.c, wide_qk_stacked); with
+ * three, a head at a time. */
+static void wide_route_bits(const fa_kernels *const *isas, int n) {
+    static const struct { int64_t sq, sk, hq, hkv, d; int causal; } cases[] = {
+        {1, 1, 8, 8, 128, 0}, {1, 2, 8, 8, 64, 0}, {2, 1, 8, 4, 80, 1},
+        {3, 2, 4, 2, 128, 1}, {1, 3, 8, 8, 128, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint64_t rng = 7 + c;
+        tt_tensor q = tt_alloc(FLASHATTN_F32, 2, cases[c].sq, cases[c].hq, cases[c].d, 1, 0);
+        tt_tensor k = tt_alloc(FLASHATTN_F32, 2, cases[c].sk, cases[c].hkv, cases[c].d, 1, 0);
+        tt_tensor v = tt_alloc(FLASHATTN_F32, 2, cases[c].sk, cases[c].hkv, cases[c].d, 1, 0);
+        tt_fill_normal(&q, &rng, 2.0), tt_fill_normal(&k, &rng, 2.0), tt_fill_normal(&v, &rng, 1.0);
+        const size_t lse_n = (size_t)(2 * cases[c].hq * cases[c].sq);
+        for (int t = 0; t < n; t++) {
+            void *o_ref = malloc(q.bytes), *o = malloc(q.bytes);
+            float *lse_ref = calloc(lse_n, 4), *lse = calloc(lse_n, 4);
+            flashattn_params p = flashattn_params_default();
+            p.causal = cases[c].causal;
+            p.num_threads = 1;
+            /* as decode (on its wide path: the LSE is asked for), then with a
+             * tile size on the forward driver */
+            for (int driver = 0; driver < 2; driver++) {
+                tt_tensor out = tt_alloc(FLASHATTN_F32, 2, cases[c].sq, cases[c].hq, cases[c].d, 1, 0);
+                p.block_m = driver;
+                flashattn_status s =
+                    fa_fwd_ex(&q.t, &k.t, &v.t, &out.t, driver ? lse_ref : lse, &p, NULL, 0, isas[t]);
+                TT_CHECK(s == FLASHATTN_OK, "[%s] status %d: %s", isas[t]->isa, s, flashattn_last_error());
+                memcpy(driver ? o_ref : o, out.mem, out.bytes);
+                tt_free(&out);
+            }
+            TT_CHECK(memcmp(o, o_ref, q.bytes) == 0 && memcmp(lse, lse_ref, lse_n * 4) == 0,
+                     "[%s] case %zu (%lld x %lld keys, %lld heads): the wide path differs from the driver",
+                     isas[t]->isa, c, (long long)cases[c].sq, (long long)cases[c].sk, (long long)cases[c].hq);
+            free(o_ref), free(o), free(lse_ref), free(lse);
+        }
+        tt_free(&q), tt_free(&k), tt_free(&v);
+    }
+}
+
 int main(void) {
     const fa_kernels *isas[8], *isas_dot[8];
     const int n_all = tt_isas(isas, 8);
@@ -82,5 +126,6 @@ int main(void) {
         }
         tt_free(&q), tt_free(&k), tt_free(&v);
     }
+    wide_route_bits(isas, n_all);
     return tt_finish("test_determinism");
 }

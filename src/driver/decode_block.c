@@ -121,6 +121,37 @@ static void wide_qk(const fa_kernels *kern, int mh, int len, int64_t d, const fl
     }
 }
 
+/* Wide path, S = Q K^T for all nh kv-heads of a piece at once when their
+ * keys fit one group of 16 columns together (nh * len <= 16: a call of one
+ * or two keys): head h's keys widened into columns [h * len, (h + 1) *
+ * len) of one panel, then the GEMM over every row of the item against
+ * the whole panel, and each head's own columns moved to the piece's place
+ * in S. Head by head, each GEMM was one chain of d dependent FMAs per
+ * strip (for one query row, 1 x 1 calls: d FMA latencies a head); stacked,
+ * the heads' chains run side by side. An element of S is still one chain
+ * over d in order (kernels.h), so the bits are wide_qk's; the other heads'
+ * columns of a row are computed and dropped. */
+static void wide_qk_stacked(const fa_kernels *kern, int nh, int mh, int len, int64_t d,
+                            const float *q, const char *krow, int64_t khs, flashattn_dtype dt,
+                            int64_t lds, float *wk, float *s, int64_t sld, int *pad) {
+    const int nr = kern->nr, used = nh * len, m = nh * mh;
+    if (used < 16 && *pad != used)
+        for (int64_t c = 0; c < d; c++) memset(wk + c * nr, 0, 16 * sizeof(float));
+    *pad = used < 16 ? used : -1;
+    if (len == 1) /* one key: the heads' rows, khs apart, are the block to transpose */
+        kern->transpose(wk, nr, krow, khs / fa_dtype_bytes(dt), dt, nh, d);
+    else
+        for (int h = 0; h < nh; h++)
+            kern->transpose(wk + h * len, nr, krow + h * khs, lds, dt, len, d);
+    for (int r = 0, t = 0, rows; r < m; r += rows, t++) {
+        rows = strip_rows(m, kern->mr, t);
+        kern->gemm(rows, 16, d, q + r * d, d, wk, nr, s + r * sld, sld, 0);
+    }
+    for (int h = 1; h < nh; h++)
+        for (int r = h * mh; r < (h + 1) * mh; r++)
+            memmove(s + r * sld, s + r * sld + h * len, (size_t)len * sizeof(float));
+}
+
 /* Wide path, acc (+)= P V for one kv-head's mh rows and len keys: the V
  * rows widened once into [len][dpad] (zero past d; for few rows, f32
  * rows with d = dpad are read where they lie), then the GEMM's tiles, NR
@@ -250,12 +281,16 @@ static void qk_step(const decode_item *t, int64_t j0, int64_t n, int64_t j_end) 
         int64_t len = run_at(t->dp, kt, &t->seq, t->hk0, j, j0 + n, &row);
         if (len > t->piece) len = t->piece;
         const int64_t pf = t->plan->wide_piece ? 0 : next_piece(t->dp, kt, &t->seq, t->hk0, j, len, j_end, row);
+        const int stacked = t->plan->wide_piece && t->nh > 1 && t->nh * len <= 16;
+        if (stacked)
+            wide_qk_stacked(t->kern, (int)t->nh, t->mh, (int)len, d, t->q, row, khs, kt->dtype,
+                            kt->stride_seq, t->wk, t->s + (j - j0), sld, t->wide_pad);
         for (int64_t h = 0; h < t->nh; h++) {
             float *sh = t->s + h * t->mh * sld + (j - j0);
-            if (t->plan->wide_piece)
+            if (!stacked && t->plan->wide_piece)
                 wide_qk(t->kern, t->mh, (int)len, d, t->q + h * t->mh * d, row + h * khs, kt->dtype,
                         kt->stride_seq, t->wk, sh, sld, t->wide_pad);
-            else
+            else if (!stacked)
                 t->kern->gemm_nt(t->mh, (int)len, d, t->q + h * t->mh * d, d, row + h * khs, kt->dtype,
                                  kt->stride_seq, sh, sld, pf);
             if (fa_scale_per_token(t->dp, 0))
