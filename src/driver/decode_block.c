@@ -137,7 +137,7 @@ static void wide_qk_stacked(const fa_kernels *kern, int nh, int mh, int len, int
     const int nr = kern->nr, used = nh * len, m = nh * mh;
     if (used < 16 && *pad != used)
         for (int64_t c = 0; c < d; c++) memset(wk + c * nr, 0, 16 * sizeof(float));
-    *pad = used < 16 ? used : -1;
+    *pad = used;
     if (len == 1) /* one key: the heads' rows, khs apart, are the block to transpose */
         kern->transpose(wk, nr, krow, khs / fa_dtype_bytes(dt), dt, nh, d);
     else

@@ -50,7 +50,8 @@
 #define FA_DECODE_PART_BYTES (8u << 20)  /* partial results of all splits, at most */
 /* Floating-point work a call needs for each thread it wakes: a few
  * microseconds of one core, about what starting the parallel region and
- * sharing out its items cost (docs/performance.md, small shapes). */
+ * sharing out its items cost (docs/performance.md, "One token from
+ * Python"). */
 #define FA_DECODE_FLOP_PER_THREAD (256.0 * 1024.0)
 /* Rows per kv-head from which items take the wide path: below it reading
  * the cache bounds the item, above it the FMAs do (the crossover measured:
