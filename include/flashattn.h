@@ -159,6 +159,7 @@ typedef enum flashattn_precision {
     FLASHATTN_PRECISION_EXACT = 0,
     FLASHATTN_PRECISION_INT8_QK = 1,
     FLASHATTN_PRECISION_INT8_QK_BF16_PV = 2,
+    FLASHATTN_PRECISION_INT8_QK_INT8_PV = 3,
 } flashattn_precision;
 
 typedef struct flashattn_params {
@@ -215,6 +216,20 @@ typedef struct flashattn_params {
  * AVX512_BF16 dot products where the kernel table has them (bf16 inputs
  * run there anyway), elsewhere on f32 multiply-adds of the rounded values
  * (no faster than INT8_QK there).
+ * FLASHATTN_PRECISION_INT8_QK_INT8_PV computes P V on 8-bit integers too
+ * (VNNI's u8 x int8 dot products; elsewhere the portable definition,
+ * slower than INT8_QK):
+ *   - V per channel: each chunk of keys (the same chunks as K's) and
+ *     channel c has scale sv = max|v| / 127 over the chunk's rows, and
+ *     v8 = round(v * (127 / max|v|)) in [-127, 127];
+ *   - P (after the softmax statistics and dropout) per row and kv-block:
+ *     sp = max p / 255 over the row's keys in the block, p8 = round(p *
+ *     (255 / max p)) in [0, 255], so the largest weight of each block
+ *     keeps 8 bits (weights below 1/510 of it become 0);
+ *   - O's sum takes sp * sv * (p8 . v8) per block and chunk, the integer
+ *     dot product exact; the row sums l and the LSE stay those of the f32 P.
+ *   A channel of a chunk holding a NaN or an infinity gets scale NaN and
+ *   makes that channel NaN in every row that reads the chunk.
  * Rounding is to nearest even; a Q or K row holding a NaN or an infinity
  * gets scale NaN and makes its scores NaN (the NaN rule above, per row),
  * and is left out of its chunk's mean. The error this adds is reported in

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "core/quant.h"
 #include "dispatch/isa.h"
 #include "kernels/ref/ref.h"
 #ifdef FA_HAVE_AVX2
@@ -857,6 +858,73 @@ static void test_gemm_i8(const fa_kernels *kn, uint64_t *rng) {
     gemm_i8_case(kn->isa, "gemm_i8 (longest)", kn->gemm_i8, kn->mr, kn->nr, kn->nr, k4, 1, rng);
 }
 
+/* gemm_u8 (kernels.h): bit for bit the portable kernel's, overwriting
+ * and accumulating, for every m up to MR, every n the table takes, k4
+ * from 0 to the longest kv-block and past it to the sums' limit, bytes at
+ * the ends of their ranges and random ones, odd strides, misaligned rows;
+ * nothing written outside the tile. */
+static void gemm_u8_case(const fa_kernels *kn, int m, int n, int64_t k4, int ends, int accumulate,
+                         uint64_t *rng) {
+    const int nr = kn->nr;
+    const int64_t lda = 4 * k4 + 3, ldc = n + 5;
+    uint8_t *a = malloc((size_t)(m * lda + 1));
+    int8_t *b = malloc((size_t)(4 * k4 * nr + 1));
+    float bscale[64], ascale[16];
+    float *c = malloc((size_t)(m * ldc + 1) * sizeof(float)), *r = malloc((size_t)(m * ldc + 1) * sizeof(float));
+    for (int64_t x = 0; x < m * lda + 1; x++)
+        a[x] = (uint8_t)(ends ? (tt_rand_u64(rng) & 1 ? 255 : 0) : tt_rand_u64(rng) % 256);
+    for (int64_t x = 0; x < 4 * k4 * nr; x++)
+        b[x] = (int8_t)(ends ? (tt_rand_u64(rng) & 1 ? 127 : -127) : (int)(tt_rand_u64(rng) % 255) - 127);
+    for (int j = 0; j < 64; j++) bscale[j] = (float)(tt_rand_normal(rng) * 1e-2);
+    for (int i = 0; i < 16; i++) ascale[i] = (float)(tt_rand_normal(rng) * 1e-3);
+    for (int64_t x = 0; x < m * ldc + 1; x++) c[x] = (float)tt_rand_normal(rng);
+    memcpy(r, c, (size_t)(m * ldc + 1) * sizeof(float));
+    kn->gemm_u8(m, n, k4, a + 1, lda, b, nr, bscale, ascale, c, ldc, accumulate);
+    fa_gemm_u8_ref(m, n, k4, a + 1, lda, b, nr, bscale, ascale, r, ldc, accumulate);
+    TT_CHECK(memcmp(c, r, (size_t)(m * ldc + 1) * sizeof(float)) == 0,
+             "%s gemm_u8: m %d n %d k4 %lld ends %d accumulate %d", kn->isa, m, n, (long long)k4, ends, accumulate);
+    free(a), free(b), free(c), free(r);
+}
+
+/* quant_u8 (kernels.h): core/quant.h's fa_u8_row bit for bit, at every
+ * length around the vector width, on softmax-like weights, on rows with a
+ * zero, NaN, infinite or tiny largest weight, with the tail zeroed to n4. */
+static void test_quant_u8(const fa_kernels *kn, uint64_t *rng) {
+    float p[300];
+    uint8_t q[304], r[304];
+    for (int kind = 0; kind < 6; kind++)
+        for (int n = 0; n <= 290; n += n < 40 ? 1 : 37) {
+            for (int i = 0; i < n; i++) p[i] = exp2f((float)(-8.0 * tt_rand_u64(rng) / 1.8446744073709552e19));
+            if (kind == 1) for (int i = 0; i < n; i++) p[i] = 0.0f;
+            if (kind == 2 && n) p[n / 2] = NAN;
+            if (kind == 3 && n) p[n - 1] = INFINITY;
+            if (kind == 4) for (int i = 0; i < n; i++) p[i] *= 1e-38f; /* 255 / max overflows */
+            if (kind == 5) for (int i = 0; i < n; i++) p[i] = (float)(i % 5) * 0.25f; /* halves: ties */
+            const int n4 = (n + 3) / 4 * 4;
+            float sq = -1.0f, sr = -2.0f;
+            memset(q, 0xa5, sizeof q), memset(r, 0x5a, sizeof r);
+            memset(q + n4, 0, sizeof q - (size_t)n4), memset(r + n4, 0, sizeof r - (size_t)n4);
+            kn->quant_u8(p, n, q, n4, &sq);
+            fa_u8_row(p, n, r, n4, &sr);
+            TT_CHECK(memcmp(q, r, sizeof q) == 0 && memcmp(&sq, &sr, sizeof sq) == 0,
+                     "%s quant_u8: kind %d n %d (scale %g / %g)", kn->isa, kind, n, (double)sq, (double)sr);
+        }
+}
+
+static void test_gemm_u8(const fa_kernels *kn, uint64_t *rng) {
+    const int64_t ks[] = {0, 1, 3, 8, 64};
+    for (int m = 1; m <= kn->mr; m++)
+        for (int n = FA_COL_ALIGN; n <= kn->nr; n += FA_COL_ALIGN)
+            for (size_t x = 0; x < sizeof ks / sizeof *ks; x++)
+                for (int e = 0; e < 4; e++) gemm_u8_case(kn, m, n, ks[x], e & 1, e >> 1, rng);
+    /* the largest sums the contract allows: 65536 products of 255 and -+127 */
+    gemm_u8_case(kn, kn->mr, kn->nr, 16384, 1, 1, rng);
+#ifdef FA_HAVE_AVX512
+    if (strcmp(kn->isa, "avx512") == 0 && !fa_cpu_avx512_vnni())
+        printf("avx512: no AVX512_VNNI on this CPU: gemm_u8 is the portable definition\n");
+#endif
+}
+
 static void test_tables(void) {
     const char *listed[16];
     const int nl = fa_listed_isas(listed, 16);
@@ -872,7 +940,8 @@ static void test_tables(void) {
             (const void *)k->store, (const void *)k->store_stream, (const void *)k->store_fence,
             (const void *)k->gemm_nt, (const void *)k->gemm_rows, (const void *)k->transpose,
             (const void *)k->gemm_bf16, (const void *)k->gemm_bf16_done, (const void *)k->dropout_row,
-            (const void *)k->gemm_i8, (const void *)k->gemm_i8_way};
+            (const void *)k->gemm_i8, (const void *)k->gemm_i8_way, (const void *)k->gemm_u8,
+            (const void *)k->quant_u8};
         for (size_t e = 0; e < sizeof entries / sizeof entries[0]; e++)
             TT_CHECK(entries[e] != NULL, "table %s: entry %zu is NULL", k->isa, e);
         TT_CHECK(!k->bf16_dot || k->gemm_bf16 != fa_gemm_bf16_ref,
@@ -917,6 +986,8 @@ int main(void) {
         test_all_finite(kn, &rng);
         test_dropout_row(kn, &rng);
         test_gemm_i8(kn, &rng);
+        test_gemm_u8(kn, &rng);
+        test_quant_u8(kn, &rng);
         tested++;
     }
     if (!tested) printf("no SIMD kernel table on this CPU or in this build: nothing to compare\n");

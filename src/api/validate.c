@@ -255,7 +255,8 @@ flashattn_status fa_read_params(const flashattn_params *user, flashattn_params *
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.dropout_p is %g: must be in [0, 1)",
                        (double)out->dropout_p);
     if (out->precision != FLASHATTN_PRECISION_EXACT && out->precision != FLASHATTN_PRECISION_INT8_QK &&
-        out->precision != FLASHATTN_PRECISION_INT8_QK_BF16_PV)
+        out->precision != FLASHATTN_PRECISION_INT8_QK_BF16_PV &&
+        out->precision != FLASHATTN_PRECISION_INT8_QK_INT8_PV)
         return fa_fail(FLASHATTN_ERR_BAD_PARAM, "params.precision is %d: not a flashattn_precision value",
                        (int)out->precision);
     return FLASHATTN_OK;
@@ -795,6 +796,7 @@ flashattn_status fa_validate_fwd(const flashattn_tensor *q, const flashattn_tens
     if ((s = check_dropout(p, pb))) return s;
     pb->int8_qk = p->precision != FLASHATTN_PRECISION_EXACT;
     pb->bf16_pv = p->precision == FLASHATTN_PRECISION_INT8_QK_BF16_PV;
+    pb->int8_pv = p->precision == FLASHATTN_PRECISION_INT8_QK_INT8_PV;
     return check_score_arrays(p, pb, -1);
 }
 

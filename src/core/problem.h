@@ -60,8 +60,9 @@ typedef struct fa_problem {
     const float *sinks;
     const flashattn_scores *bias, *mask; /* validated; NULL: off */
     fa_dropout dropout;                  /* scale 0: off */
-    /* params.precision: Q K^T on 8 bits (driver/int8_qk.h); and P, V rounded to bf16 */
-    int int8_qk, bf16_pv;
+    /* params.precision: Q K^T on 8 bits (driver/int8_qk.h); and P, V rounded to
+     * bf16, or P V on 8 bits too */
+    int int8_qk, bf16_pv, int8_pv;
 } fa_problem;
 
 /* One sequence: its lengths, where its rows lie, which keys each query sees. */

@@ -160,6 +160,67 @@ static inline void fa_i8_row(const float *x, int64_t n, int8_t *q, float *scale)
     }
 }
 
+/* FLASHATTN_PRECISION_INT8_QK_INT8_PV's V and P (flashattn.h "Precision").
+ *
+ * V, per channel over a chunk of rows: fa_i8_amax_cols gives each
+ * channel's largest |v| (its bits, as fa_amax_bits), fa_i8_col_scale the
+ * scale sv and the factor fa_i8_put takes, fa_i8_put each element: the
+ * element rule of fa_i8_row, so a channel quantises as a row would. */
+static inline void fa_i8_amax_cols(const float *x, int64_t rows, int64_t ld, int64_t d, uint32_t *amax) {
+    for (int64_t c = 0; c < d; c++) amax[c] = 0;
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t c = 0; c < d; c++) {
+            const uint32_t u = fa_f32_bits(x[j * ld + c]) & 0x7fffffffu;
+            amax[c] = u > amax[c] ? u : amax[c];
+        }
+}
+
+/* Scale amax / 127 (0 for a zero channel, NaN for one holding a NaN or an
+ * infinity) and *inv = 127 / amax (0 where fa_i8_put writes zeros, an
+ * infinity where amax is below 127 / FLT_MAX). */
+static inline float fa_i8_col_scale(uint32_t amax_bits, float *inv) {
+    if (amax_bits == 0 || amax_bits >= 0x7f800000u) {
+        *inv = 0.0f;
+        return amax_bits ? NAN : 0.0f;
+    }
+    const float amax = fa_bits_f32(amax_bits);
+    *inv = 127.0f / amax;
+    return amax / 127.0f;
+}
+
+static inline int8_t fa_i8_put(float x, uint32_t amax_bits, float inv) {
+    if (inv == 0.0f) return 0;
+    if (inv > 3.4028234663852886e38f) return fa_f32_to_int8(fa_rne_int(x / fa_bits_f32(amax_bits) * 127.0f));
+    int32_t r = (int32_t)((x * inv + 12582912.0f) - 12582912.0f);
+    r = r > 127 ? 127 : r;
+    return (int8_t)(r < -127 ? -127 : r);
+}
+
+/* A row of P's weights (>= 0) of one kv-block as u8: *scale = max p / 255
+ * and q[i] = round(p[i] * (255 / max p)) in [0, 255] for i < n, zeros on
+ * to n4 (the dot product's whole groups of 4); a zero row gets scale 0, a
+ * row holding a NaN or an infinity scale NaN, both with q = 0. */
+static inline void fa_u8_row(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale) {
+    const uint32_t mb = fa_amax_bits(p, n);
+    int64_t i = 0;
+    if (mb == 0 || mb >= 0x7f800000u) {
+        *scale = mb ? NAN : 0.0f;
+    } else {
+        const float amax = fa_bits_f32(mb), inv = 255.0f / amax;
+        *scale = amax / 255.0f;
+        if (!(inv <= 3.4028234663852886e38f)) {
+            for (; i < n; i++) q[i] = (uint8_t)(int)fa_rne_int(p[i] / amax * 255.0f);
+        } else {
+            for (; i < n; i++) {
+                int32_t r = (int32_t)((p[i] * inv + 12582912.0f) - 12582912.0f);
+                r = r > 255 ? 255 : r;
+                q[i] = (uint8_t)(r < 0 ? 0 : r);
+            }
+        }
+    }
+    for (; i < n4; i++) q[i] = 0;
+}
+
 /* sum of a[i] * b[i] in f32 in a fixed order: eight partial sums, of
  * the indices i = r mod 8 in increasing order, each product and sum
  * rounded (the library builds with -ffp-contract=off), then added

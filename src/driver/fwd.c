@@ -89,7 +89,11 @@ static void pack_pass(const fwd_run_state *r, int64_t g0, int64_t ng, void *tw) 
             const fa_i8_keys keys = fa_i8_keys_of(plan, area);
             fa_pack_k_i8(pb, kern, &seq, hk, j0, j1, &keys,
                          fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
-            if (plan->i8_pv_dot)
+            if (pb->int8_pv) {
+                const fa_i8_values values = fa_i8_values_of(plan, area);
+                fa_pack_v_i8(pb, kern, &seq, hk, j0, j1, &values,
+                             fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
+            } else if (plan->i8_pv_dot)
                 fa_pack_v_pairs(pb, kern, &seq, hk, j0, j1, (uint32_t *)vp,
                                 fa_region_at(&plan->thread, tw, FA_FWD_THREAD_I8TMP, 0));
             else

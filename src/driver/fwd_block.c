@@ -31,7 +31,10 @@
  * On the 8-bit route (pb->int8_qk) S comes from gemm_i8 on Q's rows
  * quantised as they load and K's int8 panels (driver/int8_qk.h), with each
  * key chunk's mean term q . m added back in the tile; the rest is the f32
- * route's.
+ * route's. With pb->int8_pv, P V runs on gemm_u8 too: each row's P of the
+ * block quantised to u8 after the softmax (and dropout), V's int8 panels
+ * with their per-chunk channel scales, one call per chunk the strip's keys
+ * touch.
  *
  * Every step is inlined into one loop per route (`route` is a literal at
  * the three call sites of block()), so the f32 route carries no test of it.
@@ -78,16 +81,20 @@ typedef struct {
     float *qs, *qa;
     fa_i8_keys k8;
     int64_t chunk, chunk_at;
+    /* the 8-bit P V: P's rows as u8 and their scales, the group's values */
+    uint8_t *p8;
+    float *ps;
+    fa_i8_values v8;
 } fwd_qblock;
 
 /* The routes: f32 GEMMs; bf16 dot products (plan->bf16_dot); Q K^T on
  * 8-bit integers (pb->int8_qk), the rest in f32 (P and V rounded to bf16
  * values under pb->bf16_pv); Q K^T on 8 bits and P V on gemm_bf16
- * (plan->i8_pv_dot). */
-enum { ROUTE_F32, ROUTE_BF16, ROUTE_I8, ROUTE_I8_DOT };
+ * (plan->i8_pv_dot); both products on 8 bits (pb->int8_pv). */
+enum { ROUTE_F32, ROUTE_BF16, ROUTE_I8, ROUTE_I8_DOT, ROUTE_I8_PV8 };
 
 /* Whether a route's Q K^T is on 8 bits, and whether its P V is on gemm_bf16. */
-#define ROUTE_QK8(route) ((route) == ROUTE_I8 || (route) == ROUTE_I8_DOT)
+#define ROUTE_QK8(route) ((route) == ROUTE_I8 || (route) == ROUTE_I8_DOT || (route) == ROUTE_I8_PV8)
 #define ROUTE_PV16(route) ((route) == ROUTE_BF16 || (route) == ROUTE_I8_DOT)
 
 FA_INLINE int strip_rows(const fwd_qblock *t, int s) {
@@ -211,6 +218,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int route) {
                 kern->dropout_row(row, ncols, t->drop_key, (uint32_t)(t->i0 + r),
                                   t->pb->dropout.offset, ja, t->pb->dropout.threshold, t->pb->dropout.scale);
             if (route == ROUTE_I8 && t->pb->bf16_pv) fa_round_bf16(kern, row, ncols);
+            if (route == ROUTE_I8_PV8) kern->quant_u8(row, ncols, t->p8 + r * bn + a, (ncols + 3) / 4 * 4, &t->ps[r]);
             if (dot) {
                 /* an odd count (the last keys) gets a zero partner */
                 kern->store(t->p16 + r * bn + a, FLASHATTN_BF16, row, ncols, 1.0f);
@@ -220,8 +228,37 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int route) {
     }
 }
 
+/* The 8-bit route's acc (+)= P V: per strip, one gemm_u8 per chunk of V
+ * its keys touch (each chunk has its own channel scales). */
+FA_INLINE void pv8(fwd_qblock *t, int64_t j0) {
+    const fa_kernels *kern = t->kern;
+    const int64_t dp = t->pb->head_dim_v_pad, bn = t->bn, chunk = t->chunk;
+    const int64_t rows4 = (t->seq->seq_k + 3) / 4 * 4;
+    const int mr = kern->mr, nr = kern->nr;
+    for (int64_t c = 0; c < dp; c += nr) {
+        const int n = (int)(dp - c < nr ? dp - c : nr);
+        for (int s = 0; s < t->strips; s++) {
+            const int r0 = s * mr, mm = strip_rows(t, s);
+            if (!t->cols[s]) continue;
+            const int64_t end = j0 + t->cols[s];
+            int accumulate = !t->first[s];
+            for (int64_t x0 = j0 + t->lead[s]; x0 < end; accumulate = 1) {
+                const int64_t x1 = end < (x0 / chunk + 1) * chunk ? end : (x0 / chunk + 1) * chunk;
+                kern->gemm_u8(mm, n, (x1 - x0 + 3) / 4, t->p8 + r0 * bn + (x0 - j0), bn,
+                              t->v8.panels + c * rows4 + x0 / 4 * 4 * n, n, t->v8.scale + x0 / chunk * dp + c,
+                              t->ps + r0, t->acc + r0 * dp + c, dp, accumulate);
+                x0 = x1;
+            }
+        }
+    }
+}
+
 /* acc (+)= P V, each strip over its own columns. */
 FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int route) {
+    if (route == ROUTE_I8_PV8) {
+        pv8(t, j0);
+        return;
+    }
     const int dot = ROUTE_PV16(route);
     const fa_kernels *kern = t->kern;
     const int64_t dp = t->pb->head_dim_v_pad, bn = t->bn;
@@ -328,13 +365,18 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.qs = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_QSCALE, 0);
     t.qa = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_QADD, 0);
     t.k8 = fa_i8_keys_of(plan, group);
+    t.p8 = (uint8_t *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_P8, 0);
+    t.ps = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_PSCALE, 0);
+    t.v8 = fa_i8_values_of(plan, group);
     t.chunk = fa_pack_chunk(kern);
     /* fast, then once more on the careful table if a NaN or Inf showed up
      * (driver/careful.h) */
     fa_kernels careful;
     for (int pass = 0;; pass++) {
         memset(started, 0, (size_t)t.strips);
-        if (plan->i8_pv_dot)
+        if (pb->int8_pv)
+            block(&t, ROUTE_I8_PV8);
+        else if (plan->i8_pv_dot)
             block(&t, ROUTE_I8_DOT);
         else if (pb->int8_qk)
             block(&t, ROUTE_I8);

@@ -1,4 +1,4 @@
-/* The 8-bit Q K^T's packing and quantisation (driver/int8_qk.h). */
+/* The 8-bit Q K^T's and P V's packing and quantisation (driver/int8_qk.h). */
 #include "driver/int8_qk.h"
 
 #include <string.h>
@@ -54,5 +54,37 @@ void fa_round_v_bf16(const fa_problem *pb, const fa_kernels *kern, const fa_seq 
     for (int64_t c = 0; c < dp; c += nr) {
         const int64_t w = dp - c < nr ? dp - c : nr;
         fa_round_bf16(kern, dst + c * rows + j0 * w, (j1 - j0) * w);
+    }
+}
+
+void fa_pack_v_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
+                  int64_t j0, int64_t j1, const fa_i8_values *dst, void *tmp) {
+    const int64_t dv = pb->head_dim_v, dp = pb->head_dim_v_pad, nr = kern->nr;
+    const int64_t rows4 = (seq->seq_k + 3) / 4 * 4, n = j1 - j0;
+    float *rows = (float *)tmp; /* the chunk's rows, read once */
+    uint32_t *amax = (uint32_t *)(rows + fa_pack_chunk(kern) * dp);
+    float *inv = (float *)(amax + dp);
+    for (int64_t j = j0; j < j1; j++) {
+        const void *vrow = fa_row_ptr(pb->v, seq->kb, seq->k0 + j, hk);
+        fa_prefetch_rows_ahead(pb->v, vrow, FA_ROW_AHEAD);
+        kern->load(rows + (j - j0) * dp, vrow, pb->v->dtype, dv, 1.0f);
+    }
+    fa_i8_amax_cols(rows, n, dp, dv, amax);
+    float *scale = dst->scale + j0 / fa_pack_chunk(kern) * dp;
+    for (int64_t c = 0; c < dp; c++) scale[c] = c < dv ? fa_i8_col_scale(amax[c], &inv[c]) : (inv[c] = 0.0f);
+    /* the chunk's whole groups of 4 keys (j0 is a multiple of 4); past
+     * seq_k, zeros */
+    const int64_t end = j1 == seq->seq_k ? rows4 : j1;
+    for (int64_t c = 0; c < dp; c += nr) {
+        const int64_t w = dp - c < nr ? dp - c : nr;
+        int8_t *panel = dst->panels + c * rows4;
+        for (int64_t j = j0; j < end; j++) {
+            int8_t *out = panel + (j / 4) * 4 * w + j % 4;
+            const float *x = rows + (j - j0) * dp + c;
+            if (j < j1)
+                for (int64_t t = 0; t < w; t++) out[4 * t] = fa_i8_put(x[t], amax[c + t], inv[c + t]);
+            else
+                for (int64_t t = 0; t < w; t++) out[4 * t] = 0;
+        }
     }
 }

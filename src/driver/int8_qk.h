@@ -42,6 +42,32 @@ static inline int64_t fa_i8_k4(const fa_problem *pb) { return (pb->head_dim + 3)
 void fa_pack_k_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                   int64_t j0, int64_t j1, const fa_i8_keys *dst, void *tmp);
 
+/* A group's values for the 8-bit P V (FLASHATTN_PRECISION_INT8_QK_INT8_PV;
+ * the plan's FA_FWD_GROUP_V8 and _VSCALE regions):
+ *   panels  V's column panels of w <= nr channels, as gemm_u8's B: panel c
+ *           (its first channel) at panels + c * rows4, key j of channel x
+ *           at (j / 4) * 4 w + 4 x + j % 4; rows4 = seq_k rounded up to 4,
+ *           zero past seq_k and past head_dim_v;
+ *   scale   [ceil(seq_k / chunk)][head_dim_v_pad] f32, each chunk's
+ *           channel scales sv (0 past head_dim_v). */
+typedef struct fa_i8_values {
+    int8_t *panels;
+    float *scale;
+} fa_i8_values;
+
+static inline fa_i8_values fa_i8_values_of(const fa_fwd_plan *plan, void *area) {
+    fa_i8_values v;
+    v.panels = (int8_t *)fa_region_at(&plan->group, area, FA_FWD_GROUP_V8, 0);
+    v.scale = (float *)fa_region_at(&plan->group, area, FA_FWD_GROUP_VSCALE, 0);
+    return v;
+}
+
+/* Rows [j0, j1) of one chunk of V (as fa_pack_k_i8's) quantised per
+ * channel into dst. tmp: fa_pack_chunk * head_dim_v_pad floats, then
+ * 2 head_dim_v_pad words. */
+void fa_pack_v_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
+                  int64_t j0, int64_t j1, const fa_i8_values *dst, void *tmp);
+
 /* x[0..n) rounded to bf16 values in place (nearest even, by the table's
  * exact store and load): P and V of pb->bf16_pv on a table without
  * bf16 dot products. */

@@ -257,6 +257,26 @@ typedef struct fa_kernels {
     void (*gemm_i8)(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                     const float *add, float *c, int64_t ldc);
+    /* The 8-bit P V tile of FLASHATTN_PRECISION_INT8_QK_INT8_PV (VNNI's
+     * u8 x int8 dot product; driver/int8_qk.h quantises):
+     *
+     *      C[i][j] = fmaf((float)dot(i, j) * bscale[j], ascale[i],
+     *                     accumulate ? C[i][j] : 0)
+     *      dot(i, j) = sum over t < 4 k4 of A[i][t] * B[t][j]
+     *
+     *   A: m rows of 4 k4 bytes, any u8 (P's weights), row stride lda;
+     *   B: as gemm_i8's, k4 rows of n groups of 4 int8 in [-127, 127]
+     *      (V's channels as columns, keys down the rows);
+     *   m <= MR, n <= NR and a multiple of FA_COL_ALIGN, k4 >= 0 and
+     *      4 k4 <= 65536 (the int32 sums cannot wrap).
+     * Exact sums and one rounding per written operation, so the same bits
+     * from every table (tests/test_kernels.c checks); it keeps no state. */
+    void (*gemm_u8)(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                    int accumulate);
+    /* P's row of a kv-block as gemm_u8's A: core/quant.h's fa_u8_row, the
+     * same bits from every table. */
+    void (*quant_u8)(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale);
     /* Which instruction gemm_i8 runs on this CPU, for `flashattn info`: a
      * static string. Without an 8-bit dot product (VNNI, AMX-INT8) the
      * 8-bit path is no faster than the exact one (docs/precision.md). */

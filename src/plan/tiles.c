@@ -183,11 +183,17 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     if (i8 && !fa_mul_size(keys, 4 * k4, &k8)) return fa_fail(FLASHATTN_ERR_OVERFLOW, "packed K size overflows");
     fa_layout_init(&plan->group, "fwd group");
     fa_layout_array(&plan->group, FA_FWD_GROUP_K, "k panels", 1, i8 ? 0 : kf);
-    fa_layout_array(&plan->group, FA_FWD_GROUP_V, "v panels", 1, vf);
+    const int v8 = i8 && pb->int8_pv;
+    size_t v8b = 0;
+    if (v8 && !fa_mul_size(((size_t)pb->seq_k + 3) / 4 * 4, dp, &v8b))
+        return fa_fail(FLASHATTN_ERR_OVERFLOW, "packed V size overflows");
+    fa_layout_array(&plan->group, FA_FWD_GROUP_V, "v panels", 1, v8 ? 0 : vf);
     fa_layout_array(&plan->group, FA_FWD_GROUP_K8, "k int8 panels", 1, k8);
     fa_layout_array(&plan->group, FA_FWD_GROUP_KSUM, "k int8 sums", i8 ? keys : 0, sizeof(int32_t));
     fa_layout_array(&plan->group, FA_FWD_GROUP_KSCALE, "k scales", i8 ? keys : 0, f);
     fa_layout_array(&plan->group, FA_FWD_GROUP_KMEAN, "k chunk means", i8 ? chunks : 0, d * f);
+    fa_layout_array(&plan->group, FA_FWD_GROUP_V8, "v int8 panels", 1, v8b);
+    fa_layout_array(&plan->group, FA_FWD_GROUP_VSCALE, "v channel scales", v8 ? chunks : 0, dp * f);
     fa_layout_init(&plan->thread, "fwd thread");
     fa_layout_array(&plan->thread, FA_FWD_THREAD_Q, "q", 1, bm * d * f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_S, "s", 1, bm * bn * f);
@@ -203,7 +209,9 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     fa_layout_array(&plan->thread, FA_FWD_THREAD_QSCALE, "q scales", i8 ? bm : 0, f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_QADD, "q mean terms", i8 ? bm : 0, f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_I8TMP, "k packing", i8 ? 1 : 0,
-                    d * (sizeof(double) + (size_t)fa_pack_chunk(kern) * f) + dp * 2 * f);
+                    d * sizeof(double) + (size_t)fa_pack_chunk(kern) * (d > dp ? d : dp) * f + dp * 2 * f);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_P8, "p u8", v8 ? bm : 0, bn);
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_PSCALE, "p scales", v8 ? bm : 0, f);
     if (plan->group.overflow || plan->thread.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
 

@@ -68,7 +68,10 @@ static inline int64_t fa_pack_chunk(const fa_kernels *kern) {
 enum { FA_FWD_GROUP_K, FA_FWD_GROUP_V,
        /* the 8-bit Q K^T's keys (driver/int8_qk.h; then K's f32 room is
         * empty), empty otherwise */
-       FA_FWD_GROUP_K8, FA_FWD_GROUP_KSUM, FA_FWD_GROUP_KSCALE, FA_FWD_GROUP_KMEAN };
+       FA_FWD_GROUP_K8, FA_FWD_GROUP_KSUM, FA_FWD_GROUP_KSCALE, FA_FWD_GROUP_KMEAN,
+       /* the 8-bit P V's values and per-chunk channel scales (then V's
+        * f32 room is empty), empty otherwise */
+       FA_FWD_GROUP_V8, FA_FWD_GROUP_VSCALE };
 /* A thread's tiles: Q [block_m][head_dim] (or its bf16 rows), S/P
  * [block_m][block_n], acc [block_m][head_dim_pad], the running max and sum
  * [block_m], and on the dot route P as bf16 [block_m][block_n]. */
@@ -79,7 +82,9 @@ enum { FA_FWD_THREAD_Q, FA_FWD_THREAD_S, FA_FWD_THREAD_ACC, FA_FWD_THREAD_MAX,
        FA_FWD_THREAD_TOTAL_ACC, FA_FWD_THREAD_TOTAL_SUM, FA_FWD_THREAD_TOTAL_MAX,
        /* the 8-bit Q K^T's rows of Q (gemm_i8's A), their scales and mean
         * terms, and the packing's room (driver/int8_qk.h); empty otherwise */
-       FA_FWD_THREAD_Q8, FA_FWD_THREAD_QSCALE, FA_FWD_THREAD_QADD, FA_FWD_THREAD_I8TMP };
+       FA_FWD_THREAD_Q8, FA_FWD_THREAD_QSCALE, FA_FWD_THREAD_QADD, FA_FWD_THREAD_I8TMP,
+       /* the 8-bit P V's P [block_m][block_n] as u8 and its row scales */
+       FA_FWD_THREAD_P8, FA_FWD_THREAD_PSCALE };
 
 /* Fill plan from the problem and the user's (already range-checked) params.
  * Returns BAD_TILE for user tiles the kernels cannot run, OVERFLOW when the

@@ -1,7 +1,7 @@
 /*
  * `flashattn bench --precision int8`: the forward with params.precision
- * FLASHATTN_PRECISION_INT8_QK ("int8") and INT8_QK_BF16_PV ("int8+bf16 pv")
- * against the exact one, timed together in one process (bench_time_spread:
+ * FLASHATTN_PRECISION_INT8_QK ("int8"), INT8_QK_BF16_PV ("int8+bf16 pv") and
+ * INT8_QK_INT8_PV ("int8+int8 pv") against the exact one, timed together in one process (bench_time_spread:
  * one of each per round, alternating; a speed-up is the median of the
  * rounds' ratios), with each O's error against the exact O of the same
  * run: cosine similarity and max |difference| over max |O|. --outliers gives K a shared offset
@@ -23,6 +23,9 @@ typedef struct {
     void *ws;
     size_t ws_bytes;
 } prec_call;
+
+/* exact and the three 8-bit options */
+#define NPREC 4
 
 static int run_call(void *ctx) {
     prec_call *c = ctx;
@@ -83,7 +86,7 @@ int bench_precision_cmd(int argc, char **argv) {
     for (int si = 0; si < nseq && !status; si++) {
         const int64_t seq = seqs[si];
         const size_t n = (size_t)(seq * heads * d);
-        float *buf = malloc(6 * n * sizeof(float) + 1);
+        float *buf = malloc((3 + NPREC) * n * sizeof(float) + 1);
         if (!buf) {
             fprintf(stderr, "flashattn bench --precision: out of memory\n");
             return 1;
@@ -102,12 +105,13 @@ int bench_precision_cmd(int argc, char **argv) {
             }
         for (int ci = 0; ci < ncausal && !status; ci++)
             for (int ti = 0; ti < nthreads && !status; ti++) {
-                prec_call calls[3];
-                bench_call bc[3];
-                static const flashattn_precision prec[3] = {FLASHATTN_PRECISION_EXACT, FLASHATTN_PRECISION_INT8_QK,
-                                                            FLASHATTN_PRECISION_INT8_QK_BF16_PV};
-                static const char *const pname[3] = {"exact", "int8", "int8+bf16 pv"};
-                for (int x = 0; x < 3; x++) {
+                prec_call calls[NPREC];
+                bench_call bc[NPREC];
+                static const flashattn_precision prec[NPREC] = {
+                    FLASHATTN_PRECISION_EXACT, FLASHATTN_PRECISION_INT8_QK, FLASHATTN_PRECISION_INT8_QK_BF16_PV,
+                    FLASHATTN_PRECISION_INT8_QK_INT8_PV};
+                static const char *const pname[NPREC] = {"exact", "int8", "int8+bf16 pv", "int8+int8 pv"};
+                for (int x = 0; x < NPREC; x++) {
                     prec_call *c = &calls[x];
                     c->q = flashattn_tensor_bshd(buf, FLASHATTN_F32, 1, seq, heads, d);
                     c->k = flashattn_tensor_bshd(buf + n, FLASHATTN_F32, 1, seq, heads, d);
@@ -125,11 +129,11 @@ int bench_precision_cmd(int argc, char **argv) {
                     c->ws = malloc(c->ws_bytes ? c->ws_bytes : 1);
                     bc[x].fn = run_call, bc[x].ctx = c, bc[x].ms = 0.0;
                 }
-                double lo[3], hi[3];
-                if (!status) bench_time_spread(bc, 3, reps, lo, hi);
-                for (int x = 0; x < 3; x++)
+                double lo[NPREC], hi[NPREC];
+                if (!status) bench_time_spread(bc, NPREC, reps, lo, hi);
+                for (int x = 0; x < NPREC; x++)
                     if (bc[x].ms < 0) status = 1;
-                for (int x = 1; x < 3 && !status; x++) {
+                for (int x = 1; x < NPREC && !status; x++) {
                     double dot = 0, na = 0, nb = 0, emax = 0, omax = 0;
                     for (size_t e = 0; e < n; e++) {
                         const double a = buf[(3 + x) * n + e], b = buf[3 * n + e];
@@ -143,7 +147,7 @@ int bench_precision_cmd(int argc, char **argv) {
                            (long long)threads[ti], (long long)seq, (long long)causals[ci], pname[x], bc[0].ms,
                            bc[x].ms, sp, dot / sqrt(na * nb), emax / omax);
                 }
-                for (int x = 0; x < 3; x++) free(calls[x].ws);
+                for (int x = 0; x < NPREC; x++) free(calls[x].ws);
             }
         free(buf);
     }

@@ -19,6 +19,8 @@ const fa_kernels fa_kernels_amx = {
     .dropout_cols = fa_dropout_cols_avx2,
     .softcap_row = fa_softcap_row_avx2,
     .alibi_row = fa_alibi_row_avx2,
+    .quant_u8 = fa_quant_u8_avx512,
+    .gemm_u8 = fa_gemm_u8_avx512, /* VPDPBUSD zmm; no AMX-INT8 P V tile yet */
     .gemm_i8 = fa_gemm_i8_amx,
     .gemm_i8_way = fa_gemm_i8_way_amx,
 };

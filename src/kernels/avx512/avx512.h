@@ -53,6 +53,18 @@ void fa_gemm_i8_avx512_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t 
                             const float *bscale, const float *ascale, const float *add, float *c,
                             int64_t ldc);
 
+/* gemm_u8 on AVX512_VNNI where the CPU has it, else the portable
+ * definition (full-range u8 A would saturate VPMADDUBSW's pair sums);
+ * _vnni callable only where the CPU has it. */
+void fa_gemm_u8_avx512(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                       int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                       int accumulate);
+void fa_gemm_u8_avx512_vnni(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                            int64_t ldb, const float *bscale, const float *ascale, float *c,
+                            int64_t ldc, int accumulate);
+
+void fa_quant_u8_avx512(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale);
+
 /* Whether the CPU has AVX512_VNNI (CPUID.7.0:ECX bit 11) besides the table. */
 int fa_cpu_avx512_vnni(void);
 

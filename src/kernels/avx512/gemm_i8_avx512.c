@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/avx512/avx512.h"
+#include "kernels/avx512/dpbusd.h"
 
 #define FA_INLINE static inline __attribute__((always_inline))
 
@@ -35,15 +36,6 @@ FA_INLINE void finish(const int m, const int nv, __m512i acc[][2], const float *
         }
 }
 
-/* acc + VPDPBUSD(a as u8, b as int8), in an asm statement: gcc 12 gives
- * _mm512_dpbusd_epi32 a copy in and out of its accumulator and keeps every
- * accumulator on the stack as well, each step of the k loop (the tile ran
- * at 1.4x the f32 tile's rate instead of 2x). */
-FA_INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-    return acc;
-}
-
 __attribute__((target("avx512vnni"))) FA_INLINE void tile_vnni(
     const int m, const int nv, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale, const float *add,
@@ -61,7 +53,7 @@ __attribute__((target("avx512vnni"))) FA_INLINE void tile_vnni(
         for (int i = 0; i < m; i++) {
             const __m512i ai = quad(a + i * lda + 4 * p);
 #pragma GCC unroll 2
-            for (int j = 0; j < nv; j++) acc[i][j] = dpbusd(acc[i][j], ai, bv[j]);
+            for (int j = 0; j < nv; j++) acc[i][j] = fa_dpbusd512(acc[i][j], ai, bv[j]);
         }
     }
 #pragma GCC unroll 2

@@ -36,6 +36,10 @@ void fa_gemm_i8_ref(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, con
                     int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                     const float *add, float *c, int64_t ldc);
 const char *fa_gemm_i8_way_ref(void);
+void fa_gemm_u8_ref(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                    int accumulate);
+void fa_quant_u8_ref(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale);
 /* gemm, gemm_nt, gemm_rows and gemm_bf16 with every term that has a zero
  * factor left out (gemm_skip_ref.c): the non-finite rerun's products, for
  * any m and n. */

@@ -1,0 +1,121 @@
+/*
+ * AVX-512 8-bit P V (kernels.h, gemm_u8 and quant_u8). The tile: m <= 12, n in {16, 32},
+ * gemm_i8's 12 x 32 shape with P's u8 bytes straight into VPDPBUSD (no
+ * offset to take off). Without AVX512_VNNI, the portable definition: P's
+ * bytes use the whole u8 range, so VPMADDUBSW's pair sums would saturate.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "core/quant.h"
+#include "kernels/avx512/avx512.h"
+#include "kernels/avx512/dpbusd.h"
+#include "kernels/ref/ref.h"
+
+#define FA_INLINE static inline __attribute__((always_inline))
+
+__attribute__((target("avx512vnni"))) FA_INLINE void tile(const int m, const int nv, int64_t k4,
+                                                          const uint8_t *a, int64_t lda, const int8_t *b,
+                                                          int64_t ldb, const float *bscale,
+                                                          const float *ascale, float *c, int64_t ldc,
+                                                          int accumulate) {
+    __m512i acc[FA_AVX512_MR][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < m; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < nv; j++) acc[i][j] = _mm512_setzero_si512();
+    for (int64_t p = 0; p < k4; p++) {
+        __m512i bv[2];
+#pragma GCC unroll 2
+        for (int j = 0; j < nv; j++) bv[j] = _mm512_loadu_si512((const void *)(b + 4 * p * ldb + 64 * j));
+#pragma GCC unroll 12
+        for (int i = 0; i < m; i++) {
+            int32_t x;
+            memcpy(&x, a + i * lda + 4 * p, sizeof x);
+            const __m512i ai = _mm512_set1_epi32(x);
+#pragma GCC unroll 2
+            for (int j = 0; j < nv; j++) acc[i][j] = fa_dpbusd512(acc[i][j], ai, bv[j]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < m; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < nv; j++) {
+            const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[i][j]), _mm512_loadu_ps(bscale + 16 * j));
+            const __m512 old = accumulate ? _mm512_loadu_ps(c + i * ldc + 16 * j) : _mm512_setzero_ps();
+            _mm512_storeu_ps(c + i * ldc + 16 * j, _mm512_fmadd_ps(u, _mm512_set1_ps(ascale[i]), old));
+        }
+}
+
+__attribute__((target("avx512vnni"))) void fa_gemm_u8_avx512_vnni(
+    int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b, int64_t ldb,
+    const float *bscale, const float *ascale, float *c, int64_t ldc, int accumulate) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && (n == 16 || n == 32 || n == 0) && k4 >= 0 &&
+                       4 * k4 <= 65536);
+#define ROWS(NV)                                                                                  \
+    switch (m) {                                                                                  \
+    case 1: tile(1, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
+    case 2: tile(2, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
+    case 3: tile(3, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
+    case 4: tile(4, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
+    case 5: tile(5, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
+    case 6: tile(6, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
+    case 7: tile(7, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
+    case 8: tile(8, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
+    case 9: tile(9, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
+    case 10: tile(10, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;        \
+    case 11: tile(11, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;        \
+    case 12: tile(12, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;        \
+    default: break;                                                                               \
+    }
+    if (n == 32) {
+        ROWS(2)
+    } else if (n == 16) {
+        ROWS(1)
+    }
+#undef ROWS
+}
+
+static atomic_int vnni;
+
+void fa_gemm_u8_avx512(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                       int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                       int accumulate) {
+    if (fa_cpu_once(&vnni, fa_cpu_avx512_vnni))
+        fa_gemm_u8_avx512_vnni(m, n, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate);
+    else
+        fa_gemm_u8_ref(m, n, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate);
+}
+
+/* fa_u8_row's rule: the integer maximum of the bits, one product by the
+ * reciprocal, VCVTPS2DQ's round to nearest even (the rule's magic-number
+ * add, for values this small), unsigned saturation to 255 (the clamp).
+ * Rows the rule treats apart (zero, NaN or infinity, or a maximum so small
+ * that its reciprocal overflows) take the portable code. */
+void fa_quant_u8_avx512(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale) {
+    __m512i m = _mm512_setzero_si512();
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(p + i)), abs));
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_maskz_loadu_epi32(k, p + i), abs));
+    }
+    const uint32_t mb = (uint32_t)_mm512_reduce_max_epu32(m);
+    const float amax = fa_bits_f32(mb), inv = 255.0f / amax;
+    if (mb == 0 || mb >= 0x7f800000u || !(inv <= 3.4028234663852886e38f)) {
+        fa_u8_row(p, n, q, n4, scale);
+        return;
+    }
+    *scale = amax / 255.0f;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    for (i = 0; i + 16 <= n; i += 16) {
+        const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(p + i), vinv));
+        _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtusepi32_epi8(r));
+    }
+    for (; i < n; i++) {
+        int32_t r = (int32_t)((p[i] * inv + 12582912.0f) - 12582912.0f);
+        q[i] = (uint8_t)(r > 255 ? 255 : r < 0 ? 0 : r);
+    }
+    for (; i < n4; i++) q[i] = 0;
+}
