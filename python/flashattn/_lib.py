@@ -535,13 +535,14 @@ def with_dropout(params, dropout_p, seed, offset=0):
     return p
 
 
-PRECISIONS = {"exact": 0, "int8": 1, "int8+bf16": 2}  # flashattn_precision's values
+PRECISIONS = {"exact": 0, "int8": 1, "int8+bf16": 2, "int8+int8": 3}  # flashattn_precision's values
 
 
 def with_precision(params, precision):
     """A copy of params computing Q K^T at `precision` ("exact", the
-    default; "int8": INT8_QK; "int8+bf16": INT8_QK_BF16_PV, the header's
-    "Precision"), or params itself for "exact"."""
+    default; "int8": INT8_QK; "int8+bf16": INT8_QK_BF16_PV; "int8+int8":
+    INT8_QK_INT8_PV, the header's "Precision"), or params itself for
+    "exact"."""
     if precision not in PRECISIONS:
         raise ValueError("precision is %r: must be one of %s" % (precision, ", ".join(map(repr, PRECISIONS))))
     if PRECISIONS[precision] == 0:

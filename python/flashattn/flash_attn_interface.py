@@ -252,7 +252,7 @@ def _varlen_mask(params, cu_q, cu_k, heads, max_q, max_k):
 
 def _precision(params, precision, *inputs):
     """params at `precision` (numpy_api.attention's values: "exact",
-    "int8", "int8+bf16"); the 8-bit ones are for inference: no gradient,
+    "int8", "int8+bf16", "int8+int8"); the 8-bit ones are for inference: no gradient,
     and not under torch.compile's tracing."""
     if precision == "exact":
         return params
@@ -349,9 +349,10 @@ def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
     (nheads,) or (batch, nheads) float32 adds -slope * |i + seqlen_k -
     seqlen_q - j| to them (ALiBi; the slopes get no gradient, as in
     flash_attn). deterministic makes the backward pass bit-reproducible.
-    precision="int8" or "int8+bf16" (a flashattn extension, inference
-    only) computes q k^T on 8-bit integers, and with "int8+bf16" P V on
-    bfloat16: numpy_api.attention's option, docs/precision.md.
+    precision="int8", "int8+bf16" or "int8+int8" (a flashattn extension,
+    inference only) computes q k^T on 8-bit integers, and with "int8+bf16"
+    P V on bfloat16, with "int8+int8" on 8-bit integers too:
+    numpy_api.attention's option, docs/precision.md.
     Returns out (batch, seqlen_q, nheads, headdim), or with
     return_attn_probs (out, softmax_lse (batch, nheads, seqlen_q) float32, None).
     """

@@ -42,11 +42,24 @@ def test_int8_bf16_close_to_exact():
     assert not np.array_equal(o, o8)  # P and V were rounded
 
 
-def test_int8_threads_same_bits():
+def test_int8_pv_close_to_exact():
+    """"int8+int8": P V on 8 bits too, close to the exact call and not int8's bits."""
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal((1, 700, 2, 64)).astype(np.float32) for _ in range(3))
+    o = flashattn.attention(q, k, v, causal=True, precision="int8+int8")
+    o8 = flashattn.attention(q, k, v, causal=True, precision="int8")
+    ref = flashattn.attention(q, k, v, causal=True)
+    cos = float((o * ref).sum() / np.sqrt((o.astype(np.float64) ** 2).sum() * (ref.astype(np.float64) ** 2).sum()))
+    assert cos >= 0.9998, cos
+    assert not np.array_equal(o, o8)  # P V was on 8 bits
+
+
+@pytest.mark.parametrize("precision", ["int8", "int8+int8"])
+def test_int8_threads_same_bits(precision):
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((1, 300, 4, 64)).astype(np.float32) for _ in range(3))
-    a = flashattn.attention(q, k, v, causal=True, precision="int8", num_threads=1)
-    b = flashattn.attention(q, k, v, causal=True, precision="int8", num_threads=2)
+    a = flashattn.attention(q, k, v, causal=True, precision=precision, num_threads=1)
+    b = flashattn.attention(q, k, v, causal=True, precision=precision, num_threads=2)
     assert np.array_equal(a, b)
 
 

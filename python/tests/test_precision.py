@@ -1,4 +1,4 @@
-"""flash_attn_func(..., precision="int8" / "int8+bf16"): the 8-bit Q K^T
+"""flash_attn_func(..., precision="int8" / "int8+bf16" / "int8+int8"): the 8-bit Q K^T
 from torch, inference only: close to the exact call (cosine similarity), the
 NumPy front end's bits, no gradient, not under tracing, bad values rejected."""
 import numpy as np
@@ -15,7 +15,7 @@ def _cos(a, b):
     return float(a @ b / (a.norm() * b.norm()))
 
 
-@pytest.mark.parametrize("precision", ["int8", "int8+bf16"])
+@pytest.mark.parametrize("precision", ["int8", "int8+bf16", "int8+int8"])
 def test_close_to_exact_and_numpy_bits(precision):
     g = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(2, 96, 4, 64, generator=g) for _ in range(3))
@@ -60,7 +60,7 @@ def _varlen_batch(seed, lens_q, lens_k, hq=4, hk=2, d=64):
     return q, k, v, cq, ck
 
 
-@pytest.mark.parametrize("precision", ["int8", "int8+bf16"])
+@pytest.mark.parametrize("precision", ["int8", "int8+bf16", "int8+int8"])
 def test_varlen_is_each_sequence_alone(precision):
     """A packed batch at `precision` gives each sequence the bits of a dense
     call on it alone (K is smoothed by each sequence's own mean), and stays
