@@ -911,6 +911,51 @@ static void test_quant_u8(const fa_kernels *kn, uint64_t *rng) {
         }
 }
 
+/* quant_i8_row, amax_acc and quant_i8_with (kernels.h): the portable
+ * definitions bit for bit, at every length around the vector width, with
+ * and without the subtraction, on rows with a zero, NaN, infinite or tiny
+ * largest value, exact halves (ties to even), factors of 0 against NaNs. */
+static void test_quant_i8(const fa_kernels *kn, uint64_t *rng) {
+    float x[300], y[300], sub[300], inv[300];
+    int8_t q[300], r[300];
+    uint32_t am[300], ar[300];
+    for (int kind = 0; kind < 6; kind++)
+        for (int n = 0; n <= 290; n += n < 40 ? 1 : 37) {
+            for (int i = 0; i < n; i++) {
+                x[i] = (float)tt_rand_normal(rng), sub[i] = (float)tt_rand_normal(rng) * 0.1f;
+                inv[i] = (float)(tt_rand_u64(rng) % 4 ? 40.0 * tt_rand_u64(rng) / 1.8446744073709552e19 : 0.0);
+            }
+            if (kind == 1) for (int i = 0; i < n; i++) x[i] = 0.0f, sub[i] = 0.0f;
+            if (kind == 2 && n) x[n / 2] = NAN;
+            if (kind == 3 && n) x[n - 1] = -INFINITY;
+            if (kind == 4) for (int i = 0; i < n; i++) x[i] *= 1e-38f, sub[i] = 0.0f;
+            if (kind == 5) for (int i = 0; i < n; i++) x[i] = (float)(i % 9) * 0.5f - 2.0f, inv[i] = 1.0f;
+            for (int with_sub = 0; with_sub < 2; with_sub++) {
+                float sq = -1.0f, sr = -2.0f, xr[300];
+                memcpy(y, x, sizeof x), memcpy(xr, x, sizeof x);
+                memset(q, 0x55, sizeof q), memset(r, 0x55, sizeof r);
+                kn->quant_i8_row(y, with_sub ? sub : NULL, n, q, &sq);
+                fa_quant_i8_row_ref(xr, with_sub ? sub : NULL, n, r, &sr);
+                TT_CHECK(memcmp(q, r, sizeof q) == 0 && memcmp(&sq, &sr, sizeof sq) == 0 &&
+                             memcmp(y, xr, sizeof y) == 0,
+                         "%s quant_i8_row: kind %d n %d sub %d", kn->isa, kind, n, with_sub);
+            }
+            for (int i = 0; i < n; i++) am[i] = ar[i] = (uint32_t)(tt_rand_u64(rng) % 0x7f900000u);
+            kn->amax_acc(x, n, am);
+            fa_amax_acc_ref(x, n, ar);
+            TT_CHECK(memcmp(am, ar, (size_t)n * sizeof(uint32_t)) == 0, "%s amax_acc: kind %d n %d", kn->isa, kind, n);
+            /* quant_i8_with takes finite factors and, where the factor is
+             * not 0, |x * inv| at most about 127 (its channel's largest) */
+            for (int i = 0; i < n; i++)
+                if (isfinite(x[i]) && fabsf(x[i] * inv[i]) > 127.5f) inv[i] = 127.0f / fabsf(x[i]);
+                else if (!isfinite(x[i])) inv[i] = 0.0f;
+            memset(q, 0x55, sizeof q), memset(r, 0x55, sizeof r);
+            kn->quant_i8_with(x, inv, n, q);
+            fa_quant_i8_with_ref(x, inv, n, r);
+            TT_CHECK(memcmp(q, r, sizeof q) == 0, "%s quant_i8_with: kind %d n %d", kn->isa, kind, n);
+        }
+}
+
 static void test_gemm_u8(const fa_kernels *kn, uint64_t *rng) {
     const int64_t ks[] = {0, 1, 3, 8, 64};
     for (int m = 1; m <= kn->mr; m++)
@@ -941,7 +986,8 @@ static void test_tables(void) {
             (const void *)k->gemm_nt, (const void *)k->gemm_rows, (const void *)k->transpose,
             (const void *)k->gemm_bf16, (const void *)k->gemm_bf16_done, (const void *)k->dropout_row,
             (const void *)k->gemm_i8, (const void *)k->gemm_i8_way, (const void *)k->gemm_u8,
-            (const void *)k->quant_u8};
+            (const void *)k->quant_u8, (const void *)k->quant_i8_row, (const void *)k->amax_acc,
+            (const void *)k->quant_i8_with};
         for (size_t e = 0; e < sizeof entries / sizeof entries[0]; e++)
             TT_CHECK(entries[e] != NULL, "table %s: entry %zu is NULL", k->isa, e);
         TT_CHECK(!k->bf16_dot || k->gemm_bf16 != fa_gemm_bf16_ref,
@@ -988,6 +1034,7 @@ int main(void) {
         test_gemm_i8(kn, &rng);
         test_gemm_u8(kn, &rng);
         test_quant_u8(kn, &rng);
+        test_quant_i8(kn, &rng);
         tested++;
     }
     if (!tested) printf("no SIMD kernel table on this CPU or in this build: nothing to compare\n");

@@ -162,19 +162,10 @@ static inline void fa_i8_row(const float *x, int64_t n, int8_t *q, float *scale)
 
 /* FLASHATTN_PRECISION_INT8_QK_INT8_PV's V and P (flashattn.h "Precision").
  *
- * V, per channel over a chunk of rows: fa_i8_amax_cols gives each
- * channel's largest |v| (its bits, as fa_amax_bits), fa_i8_col_scale the
- * scale sv and the factor fa_i8_put takes, fa_i8_put each element: the
+ * V, per channel over a chunk of rows: each channel's largest |v| (its
+ * bits, in fa_amax_bits' order: the kernels' amax_acc), fa_i8_col_scale
+ * the scale sv and the factor fa_i8_put takes, fa_i8_put each element: the
  * element rule of fa_i8_row, so a channel quantises as a row would. */
-static inline void fa_i8_amax_cols(const float *x, int64_t rows, int64_t ld, int64_t d, uint32_t *amax) {
-    for (int64_t c = 0; c < d; c++) amax[c] = 0;
-    for (int64_t j = 0; j < rows; j++)
-        for (int64_t c = 0; c < d; c++) {
-            const uint32_t u = fa_f32_bits(x[j * ld + c]) & 0x7fffffffu;
-            amax[c] = u > amax[c] ? u : amax[c];
-        }
-}
-
 /* Scale amax / 127 (0 for a zero channel, NaN for one holding a NaN or an
  * infinity) and *inv = 127 / amax (0 where fa_i8_put writes zeros, an
  * infinity where amax is below 127 / FLT_MAX). */

@@ -114,7 +114,7 @@ FA_INLINE void load_q(fwd_qblock *t, const int route) {
             if (d & 1) t->q16[r * 2 * dh + d] = 0;
         } else {
             t->kern->load(t->q + r * d, qrow, pb->q->dtype, d, pb->scale_log2);
-            if (ROUTE_QK8(route)) fa_i8_q_row(pb, t->q + r * d, t->q8 + r * 4 * fa_i8_k4(pb), &t->qs[r]);
+            if (ROUTE_QK8(route)) fa_i8_q_row(pb, t->kern, t->q + r * d, t->q8 + r * 4 * fa_i8_k4(pb), &t->qs[r]);
         }
         t->mx[r] = -INFINITY;
         t->ls[r] = 0.0f;

@@ -28,9 +28,7 @@ void fa_pack_k_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *se
     for (int64_t j = j1; j < p1 * nr; j++) dst->sum[j] = 0, dst->scale[j] = 0.0f;
     int8_t row[4 * FLASHATTN_MAX_HEAD_DIM];
     for (int64_t j = j0; j < j1; j++) {
-        float *x = rows + (j - j0) * d;
-        for (int64_t t = 0; t < d; t++) x[t] -= mean[t];
-        fa_i8_row(x, d, row, &dst->scale[j]);
+        kern->quant_i8_row(rows + (j - j0) * d, mean, d, row, &dst->scale[j]);
         for (int64_t t = d; t < 4 * k4; t++) row[t] = 0;
         int8_t *panel = dst->panels + (j / nr) * nr * k4 * 4 + (j % nr) * 4;
         for (int64_t g = 0; g < k4; g++) memcpy(panel + g * nr * 4, row + 4 * g, 4);
@@ -40,10 +38,10 @@ void fa_pack_k_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *se
     }
 }
 
-void fa_i8_q_row(const fa_problem *pb, const float *x, uint8_t *a, float *scale) {
+void fa_i8_q_row(const fa_problem *pb, const fa_kernels *kern, float *x, uint8_t *a, float *scale) {
     const int64_t d = pb->head_dim, k4 = fa_i8_k4(pb);
     int8_t q[4 * FLASHATTN_MAX_HEAD_DIM];
-    fa_i8_row(x, d, q, scale);
+    kern->quant_i8_row(x, NULL, d, q, scale);
     for (int64_t t = 0; t < d; t++) a[t] = (uint8_t)(q[t] + 128);
     for (int64_t t = d; t < 4 * k4; t++) a[t] = 128;
 }
@@ -69,22 +67,31 @@ void fa_pack_v_i8(const fa_problem *pb, const fa_kernels *kern, const fa_seq *se
         fa_prefetch_rows_ahead(pb->v, vrow, FA_ROW_AHEAD);
         kern->load(rows + (j - j0) * dp, vrow, pb->v->dtype, dv, 1.0f);
     }
-    fa_i8_amax_cols(rows, n, dp, dv, amax);
+    for (int64_t c = 0; c < dv; c++) amax[c] = 0;
+    for (int64_t j = 0; j < n; j++) kern->amax_acc(rows + j * dp, dv, amax);
     float *scale = dst->scale + j0 / fa_pack_chunk(kern) * dp;
-    for (int64_t c = 0; c < dp; c++) scale[c] = c < dv ? fa_i8_col_scale(amax[c], &inv[c]) : (inv[c] = 0.0f);
-    /* the chunk's whole groups of 4 keys (j0 is a multiple of 4); past
-     * seq_k, zeros */
+    int tiny = 0; /* a channel whose factor overflows: fa_i8_put's own path */
+    for (int64_t c = 0; c < dp; c++) {
+        scale[c] = c < dv ? fa_i8_col_scale(amax[c], &inv[c]) : (inv[c] = 0.0f);
+        tiny |= inv[c] > 3.4028234663852886e38f;
+    }
+    /* the chunk's whole groups of 4 keys (j0 is a multiple of 4), each row
+     * quantised whole, then spread into the panels; past seq_k, zeros */
     const int64_t end = j1 == seq->seq_k ? rows4 : j1;
-    for (int64_t c = 0; c < dp; c += nr) {
-        const int64_t w = dp - c < nr ? dp - c : nr;
-        int8_t *panel = dst->panels + c * rows4;
-        for (int64_t j = j0; j < end; j++) {
-            int8_t *out = panel + (j / 4) * 4 * w + j % 4;
-            const float *x = rows + (j - j0) * dp + c;
-            if (j < j1)
-                for (int64_t t = 0; t < w; t++) out[4 * t] = fa_i8_put(x[t], amax[c + t], inv[c + t]);
+    int8_t q[4][FLASHATTN_MAX_HEAD_DIM + 64]; /* head_dim_v_pad bytes */
+    for (int64_t g = j0; g < end; g += 4) {
+        for (int64_t r = 0; r < 4; r++) {
+            const float *x = rows + (g + r - j0) * dp;
+            if (g + r >= j1) memset(q[r], 0, (size_t)dp);
+            else if (!tiny) kern->quant_i8_with(x, inv, dp, q[r]);
             else
-                for (int64_t t = 0; t < w; t++) out[4 * t] = 0;
+                for (int64_t c = 0; c < dp; c++) q[r][c] = fa_i8_put(x[c], amax[c], inv[c]);
+        }
+        for (int64_t c = 0; c < dp; c += nr) {
+            const int64_t w = dp - c < nr ? dp - c : nr;
+            int8_t *out = dst->panels + c * rows4 + g * w;
+            for (int64_t t = 0; t < w; t++)
+                for (int64_t r = 0; r < 4; r++) out[4 * t + r] = q[r][c + t];
         }
     }
 }

@@ -86,6 +86,6 @@ void fa_round_v_bf16(const fa_problem *pb, const fa_kernels *kern, const fa_seq 
 
 /* Query row x (head_dim floats, already scaled) as gemm_i8's A row (4 k4
  * bytes, q + 128, 128 past head_dim) and its scale. */
-void fa_i8_q_row(const fa_problem *pb, const float *x, uint8_t *a, float *scale);
+void fa_i8_q_row(const fa_problem *pb, const fa_kernels *kern, float *x, uint8_t *a, float *scale);
 
 #endif

@@ -274,9 +274,21 @@ typedef struct fa_kernels {
     void (*gemm_u8)(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                     int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
                     int accumulate);
-    /* P's row of a kv-block as gemm_u8's A: core/quant.h's fa_u8_row, the
-     * same bits from every table. */
+    /* The 8-bit options' quantisation (core/quant.h's rules, the same bits
+     * from every table; driver/int8_qk.c and fwd_block.c call them):
+     *   quant_u8      P's row of a kv-block as gemm_u8's A (fa_u8_row);
+     *   quant_i8_row  x[i] -= sub[i] in place when sub is not NULL, then
+     *                 fa_i8_row(x, n, q, scale): Q's rows, K's rows less
+     *                 their chunk's mean;
+     *   amax_acc      amax[i] = max(amax[i], bits of |x[i]|) (fa_amax_bits'
+     *                 order: NaN and infinity above every finite value);
+     *   quant_i8_with q[i] = 0 where inv[i] == 0, else round(x[i] * inv[i])
+     *                 to nearest even, clamped to [-127, 127]: V's rows by
+     *                 their channels' factors (fa_i8_put, for inv finite). */
     void (*quant_u8)(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale);
+    void (*quant_i8_row)(float *x, const float *sub, int64_t n, int8_t *q, float *scale);
+    void (*amax_acc)(const float *x, int64_t n, uint32_t *amax);
+    void (*quant_i8_with)(const float *x, const float *inv, int64_t n, int8_t *q);
     /* Which instruction gemm_i8 runs on this CPU, for `flashattn info`: a
      * static string. Without an 8-bit dot product (VNNI, AMX-INT8) the
      * 8-bit path is no faster than the exact one (docs/precision.md). */

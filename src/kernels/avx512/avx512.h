@@ -64,6 +64,9 @@ void fa_gemm_u8_avx512_vnni(int m, int n, int64_t k4, const uint8_t *a, int64_t 
                             int64_t ldc, int accumulate);
 
 void fa_quant_u8_avx512(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale);
+void fa_quant_i8_row_avx512(float *x, const float *sub, int64_t n, int8_t *q, float *scale);
+void fa_amax_acc_avx512(const float *x, int64_t n, uint32_t *amax);
+void fa_quant_i8_with_avx512(const float *x, const float *inv, int64_t n, int8_t *q);
 
 /* Whether the CPU has AVX512_VNNI (CPUID.7.0:ECX bit 11) besides the table. */
 int fa_cpu_avx512_vnni(void);

@@ -1,5 +1,5 @@
 /*
- * AVX-512 8-bit P V (kernels.h, gemm_u8 and quant_u8). The tile: m <= 12, n in {16, 32},
+ * AVX-512 8-bit P V tile (kernels.h, gemm_u8): m <= 12, n in {16, 32},
  * gemm_i8's 12 x 32 shape with P's u8 bytes straight into VPDPBUSD (no
  * offset to take off). Without AVX512_VNNI, the portable definition: P's
  * bytes use the whole u8 range, so VPMADDUBSW's pair sums would saturate.
@@ -7,7 +7,6 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "core/quant.h"
 #include "kernels/avx512/avx512.h"
 #include "kernels/avx512/dpbusd.h"
 #include "kernels/ref/ref.h"
@@ -85,37 +84,4 @@ void fa_gemm_u8_avx512(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, 
         fa_gemm_u8_avx512_vnni(m, n, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate);
     else
         fa_gemm_u8_ref(m, n, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate);
-}
-
-/* fa_u8_row's rule: the integer maximum of the bits, one product by the
- * reciprocal, VCVTPS2DQ's round to nearest even (the rule's magic-number
- * add, for values this small), unsigned saturation to 255 (the clamp).
- * Rows the rule treats apart (zero, NaN or infinity, or a maximum so small
- * that its reciprocal overflows) take the portable code. */
-void fa_quant_u8_avx512(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale) {
-    __m512i m = _mm512_setzero_si512();
-    const __m512i abs = _mm512_set1_epi32(0x7fffffff);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(p + i)), abs));
-    if (i < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_maskz_loadu_epi32(k, p + i), abs));
-    }
-    const uint32_t mb = (uint32_t)_mm512_reduce_max_epu32(m);
-    const float amax = fa_bits_f32(mb), inv = 255.0f / amax;
-    if (mb == 0 || mb >= 0x7f800000u || !(inv <= 3.4028234663852886e38f)) {
-        fa_u8_row(p, n, q, n4, scale);
-        return;
-    }
-    *scale = amax / 255.0f;
-    const __m512 vinv = _mm512_set1_ps(inv);
-    for (i = 0; i + 16 <= n; i += 16) {
-        const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(p + i), vinv));
-        _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtusepi32_epi8(r));
-    }
-    for (; i < n; i++) {
-        int32_t r = (int32_t)((p[i] * inv + 12582912.0f) - 12582912.0f);
-        q[i] = (uint8_t)(r > 255 ? 255 : r < 0 ? 0 : r);
-    }
-    for (; i < n4; i++) q[i] = 0;
 }

@@ -1,7 +1,6 @@
 /* The 8-bit tiles' definitions (kernels.h, gemm_i8 and gemm_u8). */
 #include <math.h>
 
-#include "core/quant.h"
 #include "kernels/ref/ref.h"
 
 void fa_gemm_i8_ref(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
@@ -33,8 +32,4 @@ void fa_gemm_u8_ref(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, con
                 for (int t = 0; t < 4; t++) dot += (int32_t)a[i * lda + 4 * p + t] * b[4 * (p * ldb + j) + t];
             c[i * ldc + j] = fmaf((float)dot * bscale[j], ascale[i], accumulate ? c[i * ldc + j] : 0.0f);
         }
-}
-
-void fa_quant_u8_ref(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale) {
-    fa_u8_row(p, n, q, n4, scale);
 }

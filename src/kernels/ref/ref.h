@@ -40,6 +40,9 @@ void fa_gemm_u8_ref(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, con
                     int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
                     int accumulate);
 void fa_quant_u8_ref(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale);
+void fa_quant_i8_row_ref(float *x, const float *sub, int64_t n, int8_t *q, float *scale);
+void fa_amax_acc_ref(const float *x, int64_t n, uint32_t *amax);
+void fa_quant_i8_with_ref(const float *x, const float *inv, int64_t n, int8_t *q);
 /* gemm, gemm_nt, gemm_rows and gemm_bf16 with every term that has a zero
  * factor left out (gemm_skip_ref.c): the non-finite rerun's products, for
  * any m and n. */
