@@ -170,10 +170,12 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int route) {
     const int64_t d = t->pb->head_dim, dh = (d + 1) / 2, bn = t->bn, k4 = fa_i8_k4(t->pb);
     const int mr = kern->mr, nr = kern->nr;
     for (int64_t c = 0; c < most; c += nr) {
-        const float *panel = t->kp + (j0 + c) / nr * nr * d;
-        const uint32_t *pairs = (const uint32_t *)t->kp + (j0 + c) / nr * nr * dh;
-        const int8_t *panel8 = t->k8.panels + (j0 + c) / nr * nr * k4 * 4;
-        if (ROUTE_QK8(route) && (j0 + c) / t->chunk != t->chunk_at) mean_terms(t, (j0 + c) / t->chunk);
+        /* j0 + c is a whole number of nr-key panels (block_n is) */
+        const float *panel = t->kp + (j0 + c) * d;
+        const uint32_t *pairs = (const uint32_t *)t->kp + (j0 + c) * dh;
+        const int8_t *panel8 = t->k8.panels + (j0 + c) * k4 * 4;
+        if (ROUTE_QK8(route) && (j0 + c < t->chunk_at * t->chunk || j0 + c >= (t->chunk_at + 1) * t->chunk))
+            mean_terms(t, (j0 + c) / t->chunk);
         for (int s = 0; s < t->strips; s++) {
             const int r0 = s * mr, mm = strip_rows(t, s);
             const int64_t nc16 = (int64_t)fa_round_up((size_t)t->cols[s], FA_COL_ALIGN);
@@ -235,6 +237,10 @@ FA_INLINE void pv8(fwd_qblock *t, int64_t j0) {
     const int64_t dp = t->pb->head_dim_v_pad, bn = t->bn, chunk = t->chunk;
     const int64_t rows4 = (t->seq->seq_k + 3) / 4 * 4;
     const int mr = kern->mr, nr = kern->nr;
+    /* each strip's first chunk found from the block's by steps, not by a
+     * division per panel and strip: divisions by a variable cost as much
+     * here as a small tile */
+    const int64_t first = j0 / chunk;
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
         for (int s = 0; s < t->strips; s++) {
@@ -242,11 +248,13 @@ FA_INLINE void pv8(fwd_qblock *t, int64_t j0) {
             if (!t->cols[s]) continue;
             const int64_t end = j0 + t->cols[s];
             int accumulate = !t->first[s];
-            for (int64_t x0 = j0 + t->lead[s]; x0 < end; accumulate = 1) {
-                const int64_t x1 = end < (x0 / chunk + 1) * chunk ? end : (x0 / chunk + 1) * chunk;
+            int64_t ch = first, x0 = j0 + t->lead[s];
+            while ((ch + 1) * chunk <= x0) ch++;
+            for (; x0 < end; accumulate = 1, ch++) {
+                const int64_t x1 = end < (ch + 1) * chunk ? end : (ch + 1) * chunk;
                 kern->gemm_u8(mm, n, (x1 - x0 + 3) / 4, t->p8 + r0 * bn + (x0 - j0), bn,
-                              t->v8.panels + c * rows4 + x0 / 4 * 4 * n, n, t->v8.scale + x0 / chunk * dp + c,
-                              t->ps + r0, t->acc + r0 * dp + c, dp, accumulate);
+                              t->v8.panels + c * rows4 + x0 * n, n, t->v8.scale + ch * dp + c, t->ps + r0,
+                              t->acc + r0 * dp + c, dp, accumulate);
                 x0 = x1;
             }
         }
