@@ -217,8 +217,8 @@ typedef struct flashattn_params {
  * run there anyway), elsewhere on f32 multiply-adds of the rounded values
  * (no faster than INT8_QK there).
  * FLASHATTN_PRECISION_INT8_QK_INT8_PV computes P V on 8-bit integers too
- * (VNNI's u8 x int8 dot products; elsewhere the portable definition,
- * slower than INT8_QK):
+ * (u8 x int8 dot products on AMX-INT8 or AVX512_VNNI; elsewhere the
+ * portable definition, slower than INT8_QK):
  *   - V per channel: each chunk of keys (the same chunks as K's) and
  *     channel c has scale sv = max|v| / 127 over the chunk's rows, and
  *     v8 = round(v * (127 / max|v|)) in [-127, 127];

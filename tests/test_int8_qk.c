@@ -444,10 +444,13 @@ static void reference_cases(void) {
     for (int x = 0; x < nd; x++)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) check_case(&cases[c], dots[x], 100 + c);
     TT_CHECK(g_bf16_differs, "INT8_QK_BF16_PV gave INT8_QK's bits in every case: P and V were not rounded");
-    /* P and V on 8 bits, on every path */
+    /* P and V on 8 bits, on every path, and on the AMX-INT8 tiles emulated */
     g_precision = FLASHATTN_PRECISION_INT8_QK_INT8_PV;
     for (int x = 0; x < n; x++)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) check_case(&cases[c], isas[x], 100 + c);
+    for (int x = 0; x < nd; x++)
+        if (strstr(dots[x]->isa, "amx"))
+            for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) check_case(&cases[c], dots[x], 100 + c);
     TT_CHECK(g_pv8_differs, "INT8_QK_INT8_PV gave INT8_QK's bits in every case: P V was not on 8 bits");
     g_precision = FLASHATTN_PRECISION_INT8_QK;
 }

@@ -863,9 +863,10 @@ static void test_gemm_i8(const fa_kernels *kn, uint64_t *rng) {
  * from 0 to the longest kv-block and past it to the sums' limit, bytes at
  * the ends of their ranges and random ones, odd strides, misaligned rows;
  * nothing written outside the tile. */
-static void gemm_u8_case(const fa_kernels *kn, int m, int n, int64_t k4, int ends, int accumulate,
-                         uint64_t *rng) {
-    const int nr = kn->nr;
+typedef void (*gemm_u8_fn)(int, int, int64_t, const uint8_t *, int64_t, const int8_t *, int64_t, const float *,
+                           const float *, float *, int64_t, int);
+static void gemm_u8_case(const char *isa, const char *name, gemm_u8_fn fn, int nr, int m, int n, int64_t k4,
+                         int ends, int accumulate, uint64_t *rng) {
     const int64_t lda = 4 * k4 + 3, ldc = n + 5;
     uint8_t *a = malloc((size_t)(m * lda + 1));
     int8_t *b = malloc((size_t)(4 * k4 * nr + 1));
@@ -879,10 +880,10 @@ static void gemm_u8_case(const fa_kernels *kn, int m, int n, int64_t k4, int end
     for (int i = 0; i < 16; i++) ascale[i] = (float)(tt_rand_normal(rng) * 1e-3);
     for (int64_t x = 0; x < m * ldc + 1; x++) c[x] = (float)tt_rand_normal(rng);
     memcpy(r, c, (size_t)(m * ldc + 1) * sizeof(float));
-    kn->gemm_u8(m, n, k4, a + 1, lda, b, nr, bscale, ascale, c, ldc, accumulate);
+    fn(m, n, k4, a + 1, lda, b, nr, bscale, ascale, c, ldc, accumulate);
     fa_gemm_u8_ref(m, n, k4, a + 1, lda, b, nr, bscale, ascale, r, ldc, accumulate);
     TT_CHECK(memcmp(c, r, (size_t)(m * ldc + 1) * sizeof(float)) == 0,
-             "%s gemm_u8: m %d n %d k4 %lld ends %d accumulate %d", kn->isa, m, n, (long long)k4, ends, accumulate);
+             "%s %s: m %d n %d k4 %lld ends %d accumulate %d", isa, name, m, n, (long long)k4, ends, accumulate);
     free(a), free(b), free(c), free(r);
 }
 
@@ -956,17 +957,37 @@ static void test_quant_i8(const fa_kernels *kn, uint64_t *rng) {
         }
 }
 
-static void test_gemm_u8(const fa_kernels *kn, uint64_t *rng) {
-    const int64_t ks[] = {0, 1, 3, 8, 64};
-    for (int m = 1; m <= kn->mr; m++)
-        for (int n = FA_COL_ALIGN; n <= kn->nr; n += FA_COL_ALIGN)
+static void test_gemm_u8_fn(const char *isa, const char *name, gemm_u8_fn fn, int mr, int nr, uint64_t *rng) {
+    const int64_t ks[] = {0, 1, 3, 8, 16, 21, 64};
+    for (int m = 1; m <= mr; m++)
+        for (int n = FA_COL_ALIGN; n <= nr; n += FA_COL_ALIGN)
             for (size_t x = 0; x < sizeof ks / sizeof *ks; x++)
-                for (int e = 0; e < 4; e++) gemm_u8_case(kn, m, n, ks[x], e & 1, e >> 1, rng);
+                for (int e = 0; e < 4; e++) gemm_u8_case(isa, name, fn, nr, m, n, ks[x], e & 1, e >> 1, rng);
     /* the largest sums the contract allows: 65536 products of 255 and -+127 */
-    gemm_u8_case(kn, kn->mr, kn->nr, 16384, 1, 1, rng);
+    gemm_u8_case(isa, name, fn, nr, mr, nr, 16384, 1, 1, rng);
+}
+
+static void test_gemm_u8(const fa_kernels *kn, uint64_t *rng) {
+    test_gemm_u8_fn(kn->isa, "gemm_u8", kn->gemm_u8, kn->mr, kn->nr, rng);
 #ifdef FA_HAVE_AVX512
     if (strcmp(kn->isa, "avx512") == 0 && !fa_cpu_avx512_vnni())
         printf("avx512: no AVX512_VNNI on this CPU: gemm_u8 is the portable definition\n");
+#endif
+#if defined(FA_HAVE_AVX512) && defined(FA_TEST_BF16_EMULATED)
+    if (strcmp(kn->isa, "avx512") == 0) { /* AMX-INT8's P V tile, on emulated tile instructions */
+        test_gemm_u8_fn("amx", "gemm_u8 (TDPBUSD emulated)", fa_gemm_u8_amx_emulated, kn->mr, kn->nr, rng);
+        fa_gemm_bf16_amx_emulated_done();
+    }
+#endif
+#ifdef FA_HAVE_AMX
+    if (strcmp(kn->isa, "avx512") == 0) {
+        if (fa_kernels_by_name("amx") && fa_cpu_amx_int8()) {
+            test_gemm_u8_fn("amx", "gemm_u8 (TDPBUSD)", fa_gemm_u8_amx_tiles, kn->mr, kn->nr, rng);
+            fa_gemm_bf16_amx_done();
+        } else {
+            printf("amx: no AMX-INT8 on this CPU (or OS): its gemm_u8 tile untested here but emulated\n");
+        }
+    }
 #endif
 }
 

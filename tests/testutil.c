@@ -179,6 +179,7 @@ int tt_isas_dot(const fa_kernels *out[], int max) {
         amx_dot.bf16_dot = 1;
         amx_dot.gemm_bf16_done = fa_gemm_bf16_amx_emulated_done;
         amx_dot.gemm_i8 = fa_gemm_i8_amx_emulated;
+        amx_dot.gemm_u8 = fa_gemm_u8_amx_emulated;
         out[k++] = &amx_dot;
     }
 #else

@@ -270,7 +270,9 @@ typedef struct fa_kernels {
      *   m <= MR, n <= NR and a multiple of FA_COL_ALIGN, k4 >= 0 and
      *      4 k4 <= 65536 (the int32 sums cannot wrap).
      * Exact sums and one rounding per written operation, so the same bits
-     * from every table (tests/test_kernels.c checks); it keeps no state. */
+     * from every table (tests/test_kernels.c checks). It may keep state
+     * between calls as gemm_i8 does (AMX: the same tiles), which
+     * gemm_bf16_done ends. */
     void (*gemm_u8)(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                     int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
                     int accumulate);

@@ -42,6 +42,17 @@ const char *fa_gemm_i8_way_amx(void);
 void fa_gemm_i8_amx_emulated(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                              int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
                              const float *add, float *c, int64_t ldc);
+/* gemm_u8 likewise: on TDPBUSD (tiles as gemm_i8's), the table's entry,
+ * and the tests' emulated one. */
+void fa_gemm_u8_amx_tiles(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                          int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                          int accumulate);
+void fa_gemm_u8_amx(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                    int accumulate);
+void fa_gemm_u8_amx_emulated(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                             int64_t ldb, const float *bscale, const float *ascale, float *c,
+                             int64_t ldc, int accumulate);
 /* Whether the CPU has AMX-INT8 (CPUID.7.0:EDX bit 25) besides the table. */
 int fa_cpu_amx_int8(void);
 

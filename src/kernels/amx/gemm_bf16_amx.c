@@ -30,7 +30,7 @@
  * bound. Without accumulation the scale alpha is applied once, after the
  * sum, as on the other tiles.
  *
- * gemm_i8 (below) runs on the same tiles with TDPBUSD.
+ * gemm_i8 and gemm_u8 (below) run on the same tiles with TDPBUSD.
  *
  * Built twice: for the library with -mamx-tile -mamx-bf16 -mamx-int8, and for the
  * tests with FA_AMX_EMULATE, where the tile instructions are C functions
@@ -126,6 +126,7 @@ static void emu_release(void) {
 #define TILE_DP(c, a, b) emu_dp(c, a, b)
 #define TILE_DPBUSD(c, a, b) emu_dpbusd(c, a, b)
 #define FA_GEMM_I8_AMX fa_gemm_i8_amx_emulated
+#define FA_GEMM_U8_AMX fa_gemm_u8_amx_emulated
 #else
 #define FA_GEMM_BF16_AMX fa_gemm_bf16_amx
 #define FA_GEMM_BF16_AMX_DONE fa_gemm_bf16_amx_done
@@ -137,6 +138,7 @@ static void emu_release(void) {
 #define TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 #define TILE_DPBUSD(c, a, b) _tile_dpbusd(c, a, b)
 #define FA_GEMM_I8_AMX fa_gemm_i8_amx_tiles
+#define FA_GEMM_U8_AMX fa_gemm_u8_amx_tiles
 #endif
 
 /* The (m, kp % 16) whose configuration this thread has loaded, as
@@ -260,6 +262,47 @@ void FA_GEMM_I8_AMX(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, con
             const __m512i dot = _mm512_sub_epi32(_mm512_loadu_si512((const void *)&acc[i][j]), off);
             const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), bs);
             _mm512_storeu_ps(c + i * ldc + j, _mm512_fmadd_ps(u, _mm512_set1_ps(ascale[i]), _mm512_set1_ps(add[i])));
+        }
+    }
+}
+
+/* gemm_u8 (kernels.h) on TDPBUSD: gemm_i8's tiles with P's u8 rows as A
+ * (no offset to take off, 16 quads of keys a chunk) against V's int8
+ * panel rows, then the epilogue into C, overwriting or accumulating. */
+void FA_GEMM_U8_AMX(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                    int accumulate) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && (n == 0 || n == 16 || n == 32) && k4 >= 0 &&
+                       4 * k4 <= 65536);
+    if (m <= 0 || (n != 16 && n != 32)) return;
+    const int two = n == 32;
+    const int64_t full = k4 / 16, rest = k4 % 16, sb = ldb * 4;
+    int32_t acc[FA_AVX512_MR][32];
+    configure(m, (int)rest);
+    TILE_ZERO(0);
+    if (two) TILE_ZERO(1);
+#define CHUNK(A, B0, B1, ch)                                                                      \
+    do {                                                                                          \
+        const int8_t *bp = b + (ch) * 16 * sb;                                                    \
+        TILE_LOAD(A, a + (ch) * 64, lda);                                                         \
+        TILE_LOAD(B0, bp, sb);                                                                    \
+        TILE_DPBUSD(0, A, B0);                                                                    \
+        if (two) {                                                                                \
+            TILE_LOAD(B1, bp + 64, sb);                                                           \
+            TILE_DPBUSD(1, A, B1);                                                                \
+        }                                                                                         \
+    } while (0)
+    for (int64_t ch = 0; ch < full; ch++) CHUNK(2, 3, 4, ch);
+    if (rest) CHUNK(5, 6, 7, full);
+#undef CHUNK
+    TILE_STORE(0, acc, sizeof acc[0]);
+    if (two) TILE_STORE(1, &acc[0][16], sizeof acc[0]);
+    for (int j = 0; j < n; j += 16) {
+        const __m512 bs = _mm512_loadu_ps(bscale + j);
+        for (int i = 0; i < m; i++) {
+            const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)&acc[i][j])), bs);
+            const __m512 old = accumulate ? _mm512_loadu_ps(c + i * ldc + j) : _mm512_setzero_ps();
+            _mm512_storeu_ps(c + i * ldc + j, _mm512_fmadd_ps(u, _mm512_set1_ps(ascale[i]), old));
         }
     }
 }

@@ -23,7 +23,7 @@ const fa_kernels fa_kernels_amx = {
     .quant_i8_row = fa_quant_i8_row_avx512,
     .amax_acc = fa_amax_acc_avx512,
     .quant_i8_with = fa_quant_i8_with_avx512,
-    .gemm_u8 = fa_gemm_u8_avx512, /* VPDPBUSD zmm; no AMX-INT8 P V tile yet */
+    .gemm_u8 = fa_gemm_u8_amx,
     .gemm_i8 = fa_gemm_i8_amx,
     .gemm_i8_way = fa_gemm_i8_way_amx,
 };
@@ -41,4 +41,13 @@ void fa_gemm_i8_amx(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, con
         fa_gemm_i8_amx_tiles(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
     else
         fa_gemm_i8_avx512(m, n, k4, a, lda, b, ldb, bsum, bscale, ascale, add, c, ldc);
+}
+
+void fa_gemm_u8_amx(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                    int accumulate) {
+    if (fa_cpu_once(&int8, fa_cpu_amx_int8))
+        fa_gemm_u8_amx_tiles(m, n, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate);
+    else
+        fa_gemm_u8_avx512(m, n, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate);
 }
