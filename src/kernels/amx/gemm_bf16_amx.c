@@ -222,20 +222,12 @@ void FA_GEMM_BF16_AMX(int m, int n, int64_t kp, const uint16_t *a, int64_t lda, 
     }
 }
 
-/* gemm_i8 (kernels.h) on AMX-INT8's TDPBUSD: the same tiles as above, A's
- * u8 rows (16 quads a chunk) against B's int8 panel rows, exact int32
- * sums stored to a buffer, then the AVX-512 epilogue: 128 bsum off, the
- * conversion and the scales, each rounded once, so the portable kernel's
- * bits. One TDPBUSD does m x 16 x 64 multiply-adds. */
-void FA_GEMM_I8_AMX(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
-                    int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
-                    const float *add, float *c, int64_t ldc) {
-    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && (n == 0 || n == 16 || n == 32) && k4 >= 0 &&
-                       k4 <= FLASHATTN_MAX_HEAD_DIM);
-    if (m <= 0 || (n != 16 && n != 32)) return;
-    const int two = n == 32;
+/* The 8-bit tiles' shared part (gemm_i8's and gemm_u8's): acc[i][j] = the
+ * exact int32 sum over k4 quads of A's u8 row i times B's int8 column j,
+ * 16 quads a TDPBUSD, for m rows and 16 or (two) 32 columns. */
+static void dpbusd_sums(int m, int two, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                        int64_t ldb, int32_t acc[][32]) {
     const int64_t full = k4 / 16, rest = k4 % 16, sb = ldb * 4;
-    int32_t acc[FA_AVX512_MR][32];
     configure(m, (int)rest);
     TILE_ZERO(0);
     if (two) TILE_ZERO(1);
@@ -253,8 +245,23 @@ void FA_GEMM_I8_AMX(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, con
     for (int64_t ch = 0; ch < full; ch++) CHUNK(2, 3, 4, ch);
     if (rest) CHUNK(5, 6, 7, full);
 #undef CHUNK
-    TILE_STORE(0, acc, sizeof acc[0]);
-    if (two) TILE_STORE(1, &acc[0][16], sizeof acc[0]);
+    TILE_STORE(0, acc, 32 * sizeof(int32_t));
+    if (two) TILE_STORE(1, &acc[0][16], 32 * sizeof(int32_t));
+}
+
+/* gemm_i8 (kernels.h) on AMX-INT8's TDPBUSD: the same tiles as above, A's
+ * u8 rows (16 quads a chunk) against B's int8 panel rows, exact int32
+ * sums stored to a buffer, then the AVX-512 epilogue: 128 bsum off, the
+ * conversion and the scales, each rounded once, so the portable kernel's
+ * bits. One TDPBUSD does m x 16 x 64 multiply-adds. */
+void FA_GEMM_I8_AMX(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                    int64_t ldb, const int32_t *bsum, const float *bscale, const float *ascale,
+                    const float *add, float *c, int64_t ldc) {
+    FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && (n == 0 || n == 16 || n == 32) && k4 >= 0 &&
+                       k4 <= FLASHATTN_MAX_HEAD_DIM);
+    if (m <= 0 || (n != 16 && n != 32)) return;
+    int32_t acc[FA_AVX512_MR][32];
+    dpbusd_sums(m, n == 32, k4, a, lda, b, ldb, acc);
     for (int j = 0; j < n; j += 16) {
         const __m512i off = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(bsum + j)), 7);
         const __m512 bs = _mm512_loadu_ps(bscale + j);
@@ -275,28 +282,8 @@ void FA_GEMM_U8_AMX(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, con
     FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && (n == 0 || n == 16 || n == 32) && k4 >= 0 &&
                        4 * k4 <= 65536);
     if (m <= 0 || (n != 16 && n != 32)) return;
-    const int two = n == 32;
-    const int64_t full = k4 / 16, rest = k4 % 16, sb = ldb * 4;
     int32_t acc[FA_AVX512_MR][32];
-    configure(m, (int)rest);
-    TILE_ZERO(0);
-    if (two) TILE_ZERO(1);
-#define CHUNK(A, B0, B1, ch)                                                                      \
-    do {                                                                                          \
-        const int8_t *bp = b + (ch) * 16 * sb;                                                    \
-        TILE_LOAD(A, a + (ch) * 64, lda);                                                         \
-        TILE_LOAD(B0, bp, sb);                                                                    \
-        TILE_DPBUSD(0, A, B0);                                                                    \
-        if (two) {                                                                                \
-            TILE_LOAD(B1, bp + 64, sb);                                                           \
-            TILE_DPBUSD(1, A, B1);                                                                \
-        }                                                                                         \
-    } while (0)
-    for (int64_t ch = 0; ch < full; ch++) CHUNK(2, 3, 4, ch);
-    if (rest) CHUNK(5, 6, 7, full);
-#undef CHUNK
-    TILE_STORE(0, acc, sizeof acc[0]);
-    if (two) TILE_STORE(1, &acc[0][16], sizeof acc[0]);
+    dpbusd_sums(m, n == 32, k4, a, lda, b, ldb, acc);
     for (int j = 0; j < n; j += 16) {
         const __m512 bs = _mm512_loadu_ps(bscale + j);
         for (int i = 0; i < m; i++) {

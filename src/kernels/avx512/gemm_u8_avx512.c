@@ -19,23 +19,7 @@ __attribute__((target("avx512vnni"))) FA_INLINE void tile(const int m, const int
                                                           const float *ascale, float *c, int64_t ldc,
                                                           int accumulate) {
     __m512i acc[FA_AVX512_MR][2];
-#pragma GCC unroll 12
-    for (int i = 0; i < m; i++)
-#pragma GCC unroll 2
-        for (int j = 0; j < nv; j++) acc[i][j] = _mm512_setzero_si512();
-    for (int64_t p = 0; p < k4; p++) {
-        __m512i bv[2];
-#pragma GCC unroll 2
-        for (int j = 0; j < nv; j++) bv[j] = _mm512_loadu_si512((const void *)(b + 4 * p * ldb + 64 * j));
-#pragma GCC unroll 12
-        for (int i = 0; i < m; i++) {
-            int32_t x;
-            memcpy(&x, a + i * lda + 4 * p, sizeof x);
-            const __m512i ai = _mm512_set1_epi32(x);
-#pragma GCC unroll 2
-            for (int j = 0; j < nv; j++) acc[i][j] = fa_dpbusd512(acc[i][j], ai, bv[j]);
-        }
-    }
+    fa_vnni_sums(m, nv, k4, a, lda, b, ldb, acc);
 #pragma GCC unroll 12
     for (int i = 0; i < m; i++)
 #pragma GCC unroll 2
