@@ -163,12 +163,12 @@ static inline void fa_i8_row(const float *x, int64_t n, int8_t *q, float *scale)
 /* FLASHATTN_PRECISION_INT8_QK_INT8_PV's V and P (flashattn.h "Precision").
  *
  * V, per channel over a chunk of rows: each channel's largest |v| (its
- * bits, in fa_amax_bits' order: the kernels' amax_acc), fa_i8_col_scale
- * the scale sv and the factor fa_i8_put takes, fa_i8_put each element: the
- * element rule of fa_i8_row, so a channel quantises as a row would. */
-/* Scale amax / 127 (0 for a zero channel, NaN for one holding a NaN or an
- * infinity) and *inv = 127 / amax (0 where fa_i8_put writes zeros, an
- * infinity where amax is below 127 / FLT_MAX). */
+ * bits, in fa_amax_bits' order: the kernels' amax_acc), then
+ * fa_i8_col_scale: the scale sv = amax / 127 (0 for a zero channel, NaN
+ * for one holding a NaN or an infinity) and *inv = 127 / amax (0 where
+ * fa_i8_put writes zeros, an infinity where amax is below 127 / FLT_MAX),
+ * then fa_i8_put each element: fa_i8_row's element rule, so a channel
+ * quantises as a row would. */
 static inline float fa_i8_col_scale(uint32_t amax_bits, float *inv) {
     if (amax_bits == 0 || amax_bits >= 0x7f800000u) {
         *inv = 0.0f;
