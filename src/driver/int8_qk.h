@@ -84,8 +84,9 @@ static inline void fa_round_bf16(const fa_kernels *kern, float *x, int64_t n) {
 void fa_round_v_bf16(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t j0,
                      int64_t j1, float *dst);
 
-/* Query row x (head_dim floats, already scaled) as gemm_i8's A row (4 k4
- * bytes, q + 128, 128 past head_dim) and its scale. */
+/* Query row x (head_dim floats, already scaled; left as it is) as
+ * gemm_i8's A row (4 k4 bytes, q + 128, 128 past head_dim) and its scale,
+ * on kern's quant_i8_row. */
 void fa_i8_q_row(const fa_problem *pb, const fa_kernels *kern, float *x, uint8_t *a, float *scale);
 
 #endif

@@ -208,7 +208,7 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     fa_layout_array(&plan->thread, FA_FWD_THREAD_Q8, "q int8", i8 ? bm : 0, 4 * k4);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_QSCALE, "q scales", i8 ? bm : 0, f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_QADD, "q mean terms", i8 ? bm : 0, f);
-    fa_layout_array(&plan->thread, FA_FWD_THREAD_I8TMP, "k packing", i8 ? 1 : 0,
+    fa_layout_array(&plan->thread, FA_FWD_THREAD_I8TMP, "k and v packing", i8 ? 1 : 0,
                     d * sizeof(double) + (size_t)fa_pack_chunk(kern) * (d > dp ? d : dp) * f + dp * 2 * f);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_P8, "p u8", v8 ? bm : 0, bn);
     fa_layout_array(&plan->thread, FA_FWD_THREAD_PSCALE, "p scales", v8 ? bm : 0, f);
