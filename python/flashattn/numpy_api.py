@@ -305,8 +305,9 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, causal: bool = False,
     and V to bfloat16 for P V (on AMX, about 2.5-3x the exact call at
     seqlen 4096-8192); "int8+int8" computes P V on 8-bit integers too (P
     per row and block as uint8, V per channel as int8; on AVX512_VNNI about
-    2.4x the exact call at seqlen 4096). For inference: not exact (the header's "Precision",
-    docs/precision.md for the error); attention_backward takes only "exact".
+    2.4x the exact call at seqlen 4096). For inference: not exact (the
+    header's "Precision", docs/precision.md for the error);
+    attention_backward takes only "exact".
 
     Returns out with q's dtype and shape (batch, seqlen_q, nheads, headdim),
     and with return_lse also the float32 log-sum-exp of each row,
