@@ -366,30 +366,23 @@ static void check_case(const icase *c, const fa_kernels *kern, uint64_t seed) {
     reference(c, &in, &qh, &kh, &vf, pr, ref, rlse);
     pr.varlen = NULL; /* the f32 rule's bound: the packed rows as one dense batch */
     double bound = tt_fwd_bound(c->dt, &qh.t, &kh.t, &vf.t, &pr, ref, n);
-    if (g_precision == FLASHATTN_PRECISION_INT8_QK_BF16_PV) {
-        /* P rounded to bf16 moves each weight by at most 2^-9 of itself, so
-         * O by at most 2^-9 max |V| (V's own rounding is in the reference) */
-        double vmax = 0.0;
-        for (size_t x = 0; x < vf.bytes / sizeof(float); x++) vmax = fmax(vmax, fabs(((float *)vf.mem)[x]));
-        bound += ldexp(vmax, -9);
-        tt_tensor o1 = tt_alloc(c->dt, B, in.rows_q, c->hq, d, 1, 0);
-        flashattn_params p1 = p;
-        p1.precision = FLASHATTN_PRECISION_INT8_QK;
-        if (run(c, &in, kern, p1, &o1, NULL) == FLASHATTN_OK && memcmp(o.mem, o1.mem, o.bytes) != 0)
-            g_bf16_differs = 1;
-        tt_free(&o1);
-    }
     double err = tt_max_abs_err(&o, ref);
-    if (g_precision == FLASHATTN_PRECISION_INT8_QK_INT8_PV) {
-        /* P's u8 rounding, row by row (V's own rounding is in the reference) */
+    if (g_precision != FLASHATTN_PRECISION_INT8_QK) {
         double vmax = 0.0;
         for (size_t x = 0; x < vf.bytes / sizeof(float); x++) vmax = fmax(vmax, fabs(((float *)vf.mem)[x]));
-        err = pv8_excess(c, &in, &qh, &kh, pr, &o, ref, vmax);
+        if (g_precision == FLASHATTN_PRECISION_INT8_QK_BF16_PV)
+            /* P rounded to bf16 moves each weight by at most 2^-9 of itself,
+             * so O by at most 2^-9 max |V| (V's own rounding is in the
+             * reference) */
+            bound += ldexp(vmax, -9);
+        else /* P's u8 rounding, row by row (V's own rounding is in the reference) */
+            err = pv8_excess(c, &in, &qh, &kh, pr, &o, ref, vmax);
+        /* and P V was not INT8_QK's (the option reached the kernels) */
         tt_tensor o1 = tt_alloc(c->dt, B, in.rows_q, c->hq, d, 1, 0);
         flashattn_params p1 = p;
         p1.precision = FLASHATTN_PRECISION_INT8_QK;
         if (run(c, &in, kern, p1, &o1, NULL) == FLASHATTN_OK && memcmp(o.mem, o1.mem, o.bytes) != 0)
-            g_pv8_differs = 1;
+            *(g_precision == FLASHATTN_PRECISION_INT8_QK_BF16_PV ? &g_bf16_differs : &g_pv8_differs) = 1;
         tt_free(&o1);
     }
     double lerr = 0.0;

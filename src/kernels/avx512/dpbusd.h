@@ -45,4 +45,22 @@ static inline __attribute__((always_inline)) void fa_vnni_sums(const int m, cons
     }
 }
 
+/* CALL(M) for m = 1 .. 12 as literals (the tiles' rows), nothing otherwise. */
+#define FA_I8_ROWS(CALL)                                                                          \
+    switch (m) {                                                                                  \
+    case 1: CALL(1); break;                                                                       \
+    case 2: CALL(2); break;                                                                       \
+    case 3: CALL(3); break;                                                                       \
+    case 4: CALL(4); break;                                                                       \
+    case 5: CALL(5); break;                                                                       \
+    case 6: CALL(6); break;                                                                       \
+    case 7: CALL(7); break;                                                                       \
+    case 8: CALL(8); break;                                                                       \
+    case 9: CALL(9); break;                                                                       \
+    case 10: CALL(10); break;                                                                     \
+    case 11: CALL(11); break;                                                                     \
+    case 12: CALL(12); break;                                                                     \
+    default: break;                                                                               \
+    }
+
 #endif

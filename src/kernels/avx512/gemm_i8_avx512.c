@@ -83,23 +83,6 @@ FA_INLINE void tile_madd(const int m, const int nv, int64_t k4, const uint8_t *a
     finish(m, nv, acc, bscale, ascale, add, c, ldc);
 }
 
-#define FA_I8_ROWS(CALL)                                                                          \
-    switch (m) {                                                                                  \
-    case 1: CALL(1); break;                                                                       \
-    case 2: CALL(2); break;                                                                       \
-    case 3: CALL(3); break;                                                                       \
-    case 4: CALL(4); break;                                                                       \
-    case 5: CALL(5); break;                                                                       \
-    case 6: CALL(6); break;                                                                       \
-    case 7: CALL(7); break;                                                                       \
-    case 8: CALL(8); break;                                                                       \
-    case 9: CALL(9); break;                                                                       \
-    case 10: CALL(10); break;                                                                     \
-    case 11: CALL(11); break;                                                                     \
-    case 12: CALL(12); break;                                                                     \
-    default: break;                                                                               \
-    }
-
 #define FA_I8_CONTRACT                                                                            \
     FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && (n == 16 || n == 32 || n == 0) && k4 >= 0 && \
                        k4 <= FLASHATTN_MAX_HEAD_DIM)

@@ -35,28 +35,15 @@ __attribute__((target("avx512vnni"))) void fa_gemm_u8_avx512_vnni(
     const float *bscale, const float *ascale, float *c, int64_t ldc, int accumulate) {
     FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX512_MR && (n == 16 || n == 32 || n == 0) && k4 >= 0 &&
                        4 * k4 <= 65536);
-#define ROWS(NV)                                                                                  \
-    switch (m) {                                                                                  \
-    case 1: tile(1, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
-    case 2: tile(2, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
-    case 3: tile(3, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
-    case 4: tile(4, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
-    case 5: tile(5, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
-    case 6: tile(6, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
-    case 7: tile(7, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
-    case 8: tile(8, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
-    case 9: tile(9, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;          \
-    case 10: tile(10, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;        \
-    case 11: tile(11, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;        \
-    case 12: tile(12, NV, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate); break;        \
-    default: break;                                                                               \
-    }
+#define U2(M) tile(M, 2, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate)
+#define U1(M) tile(M, 1, k4, a, lda, b, ldb, bscale, ascale, c, ldc, accumulate)
     if (n == 32) {
-        ROWS(2)
+        FA_I8_ROWS(U2)
     } else if (n == 16) {
-        ROWS(1)
+        FA_I8_ROWS(U1)
     }
-#undef ROWS
+#undef U2
+#undef U1
 }
 
 static atomic_int vnni;
