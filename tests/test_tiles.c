@@ -42,6 +42,7 @@ static void test_rule_invariants(void) {
                         int bm1, bn1, bm, bn;
                         fa_tile_query q = query(seqs[a], dims[b], mr, nr, l1s[e], l2s[g], 1);
                         q.mask_edges = (int)((a + b + g) % 3), q.mean_keys = (double)seqs[a] / 2;
+                        q.pv8 = (int)((a + c + e) % 2);
                         fa_tile_rule(&q, &bm1, &bn1);
                         TT_CHECK(bn1 >= nr && bn1 % nr == 0 && bn1 <= FA_MAX_BLOCK &&
                                      bn1 <= (seqs[a] + nr - 1) / nr * nr,
@@ -97,11 +98,20 @@ static void test_rule_values(void) {
         {8192, 128, 48 << 10, 1280 << 10, 12, 32, 1, 4096.5, 192, 192,
          "causal, long: 180 x 256 (K and V > 2 L2) wastes 5.3%: square 192"},
         {4096, 128, 48 << 10, 1280 << 10, 12, 32, 2, 256, 96, 96, "window of 256 keys, two edges: the floor"},
+        /* the last four: the 8-bit P V route (q.pv8 below) */
+        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 132, 512,
+         "pv8: P.V at 512 keys 16 + 6 KiB, K/V 128 KiB; 3720 B a row + 128 KiB within L2/2: 132"},
+        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 1, 2048.5, 132, 512, "pv8, causal: no square tiles"},
+        {4096, 64, 48 << 10, 1280 << 10, 12, 32, 1, 2048.5, 180, 512, "pv8, d 64: 3144 B a row + 64 KiB: 180"},
+        {4096, 256, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 72, 512,
+         "pv8, d 256: K/V 256 KiB <= L2/4; 4872 B a row + 256 KiB within L2/2: 72"},
     };
+    const size_t first_pv8 = sizeof cases / sizeof cases[0] - 4;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int bm, bn;
         fa_tile_query q = query(cases[i].seq, cases[i].d, cases[i].mr, cases[i].nr, cases[i].l1, cases[i].l2, 2);
         q.mask_edges = cases[i].edges, q.mean_keys = cases[i].mean_keys;
+        q.pv8 = i >= first_pv8; /* the 8-bit P V route: K, V and P one byte an element */
         fa_tile_rule(&q, &bm, &bn);
         TT_CHECK(bm == cases[i].bm && bn == cases[i].bn, "case %zu (%s): %d x %d, expected %d x %d", i,
                  cases[i].why, bm, bn, cases[i].bm, cases[i].bn);

@@ -57,6 +57,15 @@
  * measured fastest under causal masks). It depends on the problem, never
  * on threads.
  *
+ * The 8-bit P V route (q->pv8) counts K, V and P in bytes, one each an
+ * element (so block_n reaches 512 at head_dim 128), and takes no square
+ * tiles: each strip of MR rows stops at its last row's visible key anyway
+ * (driver/fwd_block.c), and on this route the masked products a larger
+ * block adds cost a quarter of f32's while the per-block steps (the
+ * softmax's calls, P's quantisation, the tiles' epilogues) cost the same.
+ * Causal, against the square tiles: 0.86-0.88x the time at seq 1024 and
+ * 0.93-0.96x at 4096, whatever block_m (docs/precision.md).
+ *
  * Finally fa_tile_fit_threads lowers block_m until every thread has 4
  * work items (batch x heads x q-blocks), so short sequences still use
  * every core: the source documents' dynamic choice by length.
@@ -81,15 +90,17 @@ void fa_tile_footprint_of(const fa_tile_query *q, int block_m, int block_n, fa_t
     const int64_t e = q->elem_bytes, d = q->head_dim;
     const int64_t dp = padded_dv(q);
     const int64_t bm = block_m, bn = fa_round_up_i64(block_n, q->nr), mr = q->mr < bm ? q->mr : bm;
-    f->q_tile = bm * d * e;
-    f->k_block = bn * d * e;
-    f->v_block = bn * dp * e;
-    f->s_tile = bm * bn * 4;
+    /* the 8-bit P V route: K, V and the P the P.V step reads are bytes */
+    const int64_t kv = q->pv8 ? 1 : e, p = q->pv8 ? 1 : 4;
+    f->q_tile = bm * d * (q->pv8 ? e + 1 : e);
+    f->k_block = bn * d * kv;
+    f->v_block = bn * dp * kv;
+    f->s_tile = bm * bn * (q->pv8 ? 4 + 1 : 4);
     f->o_acc = bm * dp * 4;
     f->stats = 2 * bm * 4;
     f->tiles = f->q_tile + f->k_block + f->v_block + f->s_tile + f->o_acc + f->stats;
-    f->qk_step = d * q->nr * e + mr * d * e;
-    f->pv_step = bn * q->nr * e + mr * bn * 4;
+    f->qk_step = d * q->nr * kv + mr * d * kv;
+    f->pv_step = bn * q->nr * kv + mr * bn * p;
 }
 
 int fa_tile_fit_threads(const fa_tile_query *q, int block_m) {
@@ -115,10 +126,11 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
     }
     const int64_t kneed = fa_round_up_i64(q->seq_k > 0 ? q->seq_k : 1, q->nr);
     if (kneed < bn) bn = (int)kneed;
-    const int64_t row = q->head_dim * q->elem_bytes, panel = q->nr * row;
+    const int64_t kvb = q->pv8 ? 1 : q->elem_bytes; /* K's (and the Q.K^T step's Q rows') */
+    const int64_t row = q->head_dim * kvb, panel = q->nr * row;
     int64_t cap = (l1 - panel) / row / q->mr * q->mr;
     /* the whole of K and V (in double: seq_k may be near the int64 limit) */
-    const double kv = (double)kneed * (double)(q->head_dim + padded_dv(q)) * q->elem_bytes;
+    const double kv = (double)kneed * (double)(q->head_dim + padded_dv(q)) * (double)kvb;
     const int64_t floor_rows = kv > (double)FA_TILE_STREAM_L2 * (double)l2 ? FA_TILE_STREAM_ROWS : FA_TILE_MIN_ROWS;
     const int64_t floor_m = (floor_rows + q->mr - 1) / q->mr * q->mr;
     if (cap < floor_m) cap = floor_m;
@@ -131,7 +143,7 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
             break;
         }
     }
-    if (q->mask_edges > 0 && q->mean_keys > 0 && mask_waste(q, bm, bn) > FA_TILE_MASK_WASTE) {
+    if (!q->pv8 && q->mask_edges > 0 && q->mean_keys > 0 && mask_waste(q, bm, bn) > FA_TILE_MASK_WASTE) {
         const int64_t step = q->mr / gcd(q->mr, q->nr) * q->nr; /* whole register tiles and panels */
         int64_t t = (int64_t)(2.0 * FA_TILE_MASK_WASTE * q->mean_keys / q->mask_edges) / step * step;
         if (t > FA_MAX_TILE_RULE) t = FA_MAX_TILE_RULE / step * step;

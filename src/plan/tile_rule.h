@@ -16,6 +16,9 @@ typedef struct fa_tile_query {
                                    * keys: 0 none, 1 causal, 2 sliding window */
     double mean_keys;             /* keys a row sees, on average (seq_k without a mask) */
     int elem_bytes;               /* bytes per element of the packed Q, K, V tiles */
+    int pv8;                      /* 1: the 8-bit P V route (precision INT8_QK_INT8_PV): K, V
+                                   * and P one byte an element, Q's int8 copy beside its f32
+                                   * rows, and no square tiles under masks (tile_rule.c) */
     int mr, nr;                   /* the kernel's register tile */
     int64_t l1d_bytes, l2_bytes;  /* per core; 0: unknown */
     int threads;

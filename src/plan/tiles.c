@@ -102,6 +102,7 @@ static void query_of_seqs(const fa_problem *pb, const fa_kernels *kern, int thre
         .head_dim = pb->head_dim, .head_dim_v = pb->head_dim_v, .mask_edges = (pb->left >= 0) + (pb->right >= 0),
         .mean_keys = rows > 0 ? keys / (double)rows : 0.0,
         .elem_bytes = (int)sizeof(float), /* the kernels widen every dtype to f32 */
+        .pv8 = pb->int8_pv,
         .mr = kern->mr, .nr = kern->nr, .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes,
         .threads = threads,
     };
