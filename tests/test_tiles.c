@@ -41,7 +41,6 @@ static void test_rule_invariants(void) {
                         const int mr = kern[c][0], nr = kern[c][1];
                         int bm1, bn1, bm, bn;
                         fa_tile_query q = query(seqs[a], dims[b], mr, nr, l1s[e], l2s[g], 1);
-                        q.mask_edges = (int)((a + b + g) % 3), q.mean_keys = (double)seqs[a] / 2;
                         q.pv8 = (int)((a + c + e) % 2);
                         fa_tile_rule(&q, &bm1, &bn1);
                         TT_CHECK(bn1 >= nr && bn1 % nr == 0 && bn1 <= FA_MAX_BLOCK &&
@@ -64,61 +63,50 @@ static void test_rule_invariants(void) {
 /* The rule's outputs for representative cases, worked out by hand from the
  * footprint model: this machine's caches (Ice Lake server: 48 KiB L1d,
  * 1.25 MiB L2) with the AVX-512 (12 x 32) and portable (4 x 16) kernels, a
- * client core (32 KiB, 256 KiB, which unknown caches also assume), and
- * causal and sliding-window masks. */
+ * client core (32 KiB, 256 KiB, which unknown caches also assume), and the
+ * 8-bit P V route. Masks take the same tiles (tile_rule.c). */
 static void test_rule_values(void) {
     static const struct {
         int64_t seq, d, l1, l2;
-        int mr, nr, edges;
-        double mean_keys;
-        int bm, bn;
+        int mr, nr, bm, bn;
         const char *why;
     } cases[] = {
-        {2048, 128, 48 << 10, 1280 << 10, 12, 32, 0, 2048, 96, 256,
+        {2048, 128, 48 << 10, 1280 << 10, 12, 32, 96, 256,
          "P.V 32+12 KiB <= L1d, K/V 256 KiB <= L2/4; Q + K panel in L1d: 60 rows, raised to 96"},
-        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 180, 256,
+        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 180, 256,
          "K and V 4 MiB > 2 L2: at least 192 rows, but 192 takes 641.5 KiB > L2/2: 180"},
-        {4096, 64, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 156, 256, "(48 KiB - 8 KiB panel) / 256 B: 160 rows"},
-        {4096, 32, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 252, 256, "L1d allows 352 rows: capped at 256"},
-        {4096, 256, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 144, 128,
+        {4096, 64, 48 << 10, 1280 << 10, 12, 32, 156, 256, "(48 KiB - 8 KiB panel) / 256 B: 160 rows"},
+        {8192, 64, 48 << 10, 1280 << 10, 12, 32, 192, 256, "K and V 4 MiB > 2 L2: 192 rows, within L2/2"},
+        {4096, 32, 48 << 10, 1280 << 10, 12, 32, 252, 256, "L1d allows 352 rows: capped at 256"},
+        {4096, 256, 48 << 10, 1280 << 10, 12, 32, 144, 128,
          "K/V at 256 keys is 512 KiB > L2/4; K and V 8 MiB > 2 L2, and 144 rows fit L2/2"},
-        {1024, 256, 48 << 10, 1280 << 10, 12, 32, 0, 1024, 96, 128, "K and V 2 MiB <= 2 L2: 96 rows"},
-        {4096, 128, 48 << 10, 1280 << 10, 4, 16, 0, 4096, 188, 256,
+        {1024, 256, 48 << 10, 1280 << 10, 12, 32, 96, 128, "K and V 2 MiB <= 2 L2: 96 rows"},
+        {4096, 128, 48 << 10, 1280 << 10, 4, 16, 188, 256,
          "512 keys: K/V 512 KiB > L2/4; K and V > 2 L2: 192 rows, 188 within L2/2"},
-        {4096, 128, 32 << 10, 256 << 10, 12, 32, 0, 4096, 48, 64, "client core: 1288 bm + 64 KiB <= L2/2"},
-        {4096, 128, 0, 0, 12, 32, 0, 4096, 48, 64, "unknown caches: the client core's"},
-        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 1, 2048.5, 192, 192,
-         "causal: 96 x 256 wastes (96 + 256 - 32) / 4097 = 7.8%; square within 5%: 192"},
-        {2048, 128, 48 << 10, 1280 << 10, 12, 32, 1, 1024.5, 96, 96, "causal: square within 5%: 102 -> 96"},
-        {1024, 64, 48 << 10, 1280 << 10, 12, 32, 1, 512.5, 96, 96, "causal: at least lcm(12, 32) = 96"},
-        {4096, 64, 48 << 10, 1280 << 10, 12, 32, 1, 2048.5, 192, 192, "causal: 156 x 256 wastes 10%"},
-        {8192, 64, 48 << 10, 1280 << 10, 12, 32, 1, 4096.5, 192, 256, "causal: K and V > 2 L2; 192 x 256 wastes 4.7%"},
-        {4096, 128, 48 << 10, 1280 << 10, 6, 16, 1, 2048.5, 192, 192, "AVX2 6 x 16: lcm 48, 204 -> 192"},
-        {4096, 128, 48 << 10, 1280 << 10, 4, 16, 1, 2048.5, 192, 192, "portable 4 x 16: lcm 16, 204 -> 192"},
-        {8192, 128, 48 << 10, 1280 << 10, 12, 32, 1, 4096.5, 192, 192,
-         "causal, long: 180 x 256 (K and V > 2 L2) wastes 5.3%: square 192"},
-        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 2, 256, 96, 96, "window of 256 keys, two edges: the floor"},
+        {4096, 128, 48 << 10, 1280 << 10, 6, 16, 186, 256, "AVX2 6 x 16: 2056 B a row + 256 KiB within L2/2: 186"},
+        {4096, 128, 32 << 10, 256 << 10, 12, 32, 48, 64, "client core: 1288 bm + 64 KiB <= L2/2"},
+        {4096, 128, 0, 0, 12, 32, 48, 64, "unknown caches: the client core's"},
         /* the last four: the 8-bit P V route (q.pv8 below) */
-        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 132, 512,
+        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 132, 512,
          "pv8: P.V at 512 keys 16 + 6 KiB, K/V 128 KiB; 3720 B a row + 128 KiB within L2/2: 132"},
-        {4096, 128, 48 << 10, 1280 << 10, 12, 32, 1, 2048.5, 132, 512, "pv8, causal: no square tiles"},
-        {4096, 64, 48 << 10, 1280 << 10, 12, 32, 1, 2048.5, 180, 512, "pv8, d 64: 3144 B a row + 64 KiB: 180"},
-        {4096, 256, 48 << 10, 1280 << 10, 12, 32, 0, 4096, 72, 512,
+        {1024, 128, 48 << 10, 1280 << 10, 12, 32, 132, 512, "pv8: K and V 256 KiB, the same rows"},
+        {4096, 64, 48 << 10, 1280 << 10, 12, 32, 180, 512, "pv8, d 64: 3144 B a row + 64 KiB: 180"},
+        {4096, 256, 48 << 10, 1280 << 10, 12, 32, 72, 512,
          "pv8, d 256: K/V 256 KiB <= L2/4; 4872 B a row + 256 KiB within L2/2: 72"},
     };
     const size_t first_pv8 = sizeof cases / sizeof cases[0] - 4;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int bm, bn;
         fa_tile_query q = query(cases[i].seq, cases[i].d, cases[i].mr, cases[i].nr, cases[i].l1, cases[i].l2, 2);
-        q.mask_edges = cases[i].edges, q.mean_keys = cases[i].mean_keys;
-        q.pv8 = i >= first_pv8; /* the 8-bit P V route: K, V and P one byte an element */
+        q.pv8 = i >= first_pv8;
         fa_tile_rule(&q, &bm, &bn);
         TT_CHECK(bm == cases[i].bm && bn == cases[i].bn, "case %zu (%s): %d x %d, expected %d x %d", i,
                  cases[i].why, bm, bn, cases[i].bm, cases[i].bn);
     }
 }
 
-/* The library's view of the mask: edges and mean keys per row. */
+/* The library's view of a problem: its lengths, and each varlen sequence
+ * alone with its own. */
 static void test_query_of(void) {
     static char dummy[16];
     const fa_kernels *kern = fa_kernels_by_name("scalar");
@@ -126,20 +114,24 @@ static void test_query_of(void) {
     flashattn_params p = flashattn_params_default();
     fa_problem pb;
     fa_tile_query q;
-    fa_validate_fwd(&t, &t, &t, &t, NULL, &p, &pb);
-    fa_tile_query_of(&pb, kern, 3, &q);
-    TT_CHECK(q.mask_edges == 0 && q.mean_keys == 1000 && q.threads == 3 && q.mr == kern->mr,
-             "no mask: edges %d mean %g", q.mask_edges, q.mean_keys);
     p.causal = 1;
     fa_validate_fwd(&t, &t, &t, &t, NULL, &p, &pb);
     fa_tile_query_of(&pb, kern, 3, &q);
-    TT_CHECK(q.mask_edges == 1 && q.mean_keys == 500.5, "causal: edges %d mean %g", q.mask_edges, q.mean_keys);
-    p.causal = 0, p.window_left = 10, p.window_right = 5;
-    fa_validate_fwd(&t, &t, &t, &t, NULL, &p, &pb);
-    fa_tile_query_of(&pb, kern, 3, &q);
-    /* 16 keys for most rows, fewer at the two ends */
-    TT_CHECK(q.mask_edges == 2 && q.mean_keys < 16 && q.mean_keys > 15.8, "window: edges %d mean %g",
-             q.mask_edges, q.mean_keys);
+    TT_CHECK(q.seq_q == 1000 && q.seq_k == 1000 && q.threads == 3 && q.mr == kern->mr && q.head_dim == 64 &&
+                 !q.pv8,
+             "dense: seq %lld/%lld threads %d", (long long)q.seq_q, (long long)q.seq_k, q.threads);
+    int32_t cu[3] = {0, 100, 1000};
+    flashattn_varlen vl;
+    flashattn_varlen_init(&vl);
+    vl.batch = 2, vl.cu_seqlens_q = cu, vl.cu_seqlens_k = cu;
+    p.varlen = &vl;
+    TT_CHECK(fa_validate_fwd(&t, &t, &t, &t, NULL, &p, &pb) == FLASHATTN_OK, "varlen validates");
+    int bm, bn, bm_long, bn_long;
+    fa_seq_tiles(&pb, kern, 0, &bm, &bn);
+    fa_seq_tiles(&pb, kern, 1, &bm_long, &bn_long);
+    TT_CHECK(bn == 112 && bn_long > bn,
+             "varlen: a 100-key sequence alone gets block_n %d (its keys rounded to NR: 112), a 900-key one %d",
+             bn, bn_long);
 }
 
 /* Fewer rows than threads x 4 work items: block_m shrinks, not below MR. */

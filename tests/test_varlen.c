@@ -437,12 +437,12 @@ static void sweep(void) {
 }
 
 /* Automatic tiles on a mix the batch's single tile choice would not suit:
- * under a causal mask the rule's square tile grows with the keys a row
- * sees, so one long sequence among short ones gets a larger block_n alone
- * than the batch would get (plan->per_seq gives each its own). Its O and
- * LSE must be a dense call's on it, bit for bit, on every path. */
+ * the rule's block_n shrinks to a short sequence's keys, so a short
+ * sequence among long ones gets a smaller block_n alone than the batch
+ * would get (plan->per_seq gives each its own). Each sequence's O and LSE
+ * must be a dense call's on it, bit for bit, on every path. */
 static void auto_tiles_per_sequence(void) {
-    static const int64_t lens[] = {4500, 300, 0, 257, 300};
+    static const int64_t lens[] = {4500, 300, 0, 257, 60};
     enum { N = 5, HQ = 2, HKV = 1, D = 32 };
     int32_t cu[N + 1] = {0};
     for (int b = 0; b < N; b++) cu[b + 1] = cu[b] + (int32_t)lens[b];

@@ -42,29 +42,22 @@
  * L2, 192 rows measured slower than 96 (part of K and V does survive in
  * L2 between q-blocks, and larger tiles leave less room for it).
  *
- * Masks: a kv-block that a mask edge cuts is computed in full and masked
- * element-wise. Along one edge each row of a q-block computes on average
- * block_m / 2 keys past the edge, plus the rounding of the q-block's last
- * diagonal up to a kv-block boundary, (block_n - gcd(block_m, block_n)) / 2
- * on average; against mean_keys useful ones. When the unmasked choice
- * wastes more than FA_TILE_MASK_WASTE that way, the rule takes a square
- * tile t x t instead: with block_m a multiple of block_n, every q-block's
- * diagonal ends on a kv-block boundary and nothing is rounded, so the
- * waste is t / 2 per row and edge. t is the largest multiple of lcm(MR,
- * NR) (whole register tiles, whole K panels; 96 for 12 x 32) within the
- * waste budget whose P.V step fits L1d and whose tiles fit half of L2, and
- * at least one such multiple (docs/performance.md: the square tiles
- * measured fastest under causal masks). It depends on the problem, never
- * on threads.
+ * Masks take the unmasked tiles. A kv-block that a mask edge cuts is
+ * computed only up to each strip of MR rows' last visible key (and from
+ * its first, under a window), rounded to whole exp2 grains
+ * (driver/fwd_block.c), so a larger block adds little masked work, while
+ * smaller blocks add per-block steps (the softmax's calls, one GEMM call
+ * per register tile). The square tiles an earlier rule took once the
+ * q-block's diagonal wasted over 5% measured 4-7% slower at causal seq
+ * 512-2048 (96 x 96 against 96 x 256), 3-6% slower under sliding
+ * windows, and level at 4096-8192 (192 x 192 against 180 x 256, 0.98-1.04)
+ * (docs/performance.md, "Tile rule under masks").
  *
  * The 8-bit P V route (q->pv8) counts K, V and P in bytes, one each an
- * element (so block_n reaches 512 at head_dim 128), and takes no square
- * tiles: each strip of MR rows stops at its last row's visible key anyway
- * (driver/fwd_block.c), and on this route the masked products a larger
- * block adds cost a quarter of f32's while the per-block steps (the
- * softmax's calls, P's quantisation, the tiles' epilogues) cost the same.
- * Causal, against the square tiles: 0.86-0.88x the time at seq 1024 and
- * 0.93-0.96x at 4096, whatever block_m (docs/precision.md).
+ * element, so block_n reaches 512 at head_dim 128: there the masked
+ * products a larger block adds cost a quarter of f32's while the
+ * per-block steps (the softmax's calls, P's quantisation, the tiles'
+ * epilogues) cost the same (docs/precision.md).
  *
  * Finally fa_tile_fit_threads lowers block_m until every thread has 4
  * work items (batch x heads x q-blocks), so short sequences still use
@@ -73,13 +66,6 @@
 #include "plan/tile_rule.h"
 
 #include "core/size.h"
-
-static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
-
-/* Extra work along the mask's edges, as a share of the useful work. */
-static double mask_waste(const fa_tile_query *q, int bm, int bn) {
-    return q->mask_edges * (double)(bm + bn - gcd(bm, bn)) / (2.0 * q->mean_keys);
-}
 
 /* V's and O's head_dim, padded as the kernels store them. */
 static int64_t padded_dv(const fa_tile_query *q) {
@@ -142,18 +128,6 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
             bm = c;
             break;
         }
-    }
-    if (!q->pv8 && q->mask_edges > 0 && q->mean_keys > 0 && mask_waste(q, bm, bn) > FA_TILE_MASK_WASTE) {
-        const int64_t step = q->mr / gcd(q->mr, q->nr) * q->nr; /* whole register tiles and panels */
-        int64_t t = (int64_t)(2.0 * FA_TILE_MASK_WASTE * q->mean_keys / q->mask_edges) / step * step;
-        if (t > FA_MAX_TILE_RULE) t = FA_MAX_TILE_RULE / step * step;
-        for (; t > step; t -= step) {
-            fa_tile_footprint_of(q, (int)t, (int)t, &f);
-            if (f.pv_step <= l1 && f.tiles <= l2 / 2) break;
-        }
-        if (t < step) t = step;
-        bm = (int)t;
-        bn = (int)(t < kneed ? t : kneed);
     }
     *block_n = bn;
     *block_m = fa_tile_fit_threads(q, bm);

@@ -12,13 +12,10 @@
 typedef struct fa_tile_query {
     int64_t batch, heads_q, seq_q, seq_k, head_dim;
     int64_t head_dim_v;           /* V's and O's; 0: head_dim */
-    int mask_edges;               /* edges of a row's key range the mask cuts inside the
-                                   * keys: 0 none, 1 causal, 2 sliding window */
-    double mean_keys;             /* keys a row sees, on average (seq_k without a mask) */
     int elem_bytes;               /* bytes per element of the packed Q, K, V tiles */
     int pv8;                      /* 1: the 8-bit P V route (precision INT8_QK_INT8_PV): K, V
                                    * and P one byte an element, Q's int8 copy beside its f32
-                                   * rows, and no square tiles under masks (tile_rule.c) */
+                                   * rows (tile_rule.c) */
     int mr, nr;                   /* the kernel's register tile */
     int64_t l1d_bytes, l2_bytes;  /* per core; 0: unknown */
     int threads;
@@ -57,10 +54,6 @@ int fa_tile_fit_threads(const fa_tile_query *q, int block_m);
 #define FA_TILE_MIN_ROWS 96
 #define FA_TILE_STREAM_ROWS 192
 #define FA_TILE_STREAM_L2 2
-
-/* Largest share of extra work a mask's diagonal tiles may add (see
- * tile_rule.c) before the rule shrinks the tiles. */
-#define FA_TILE_MASK_WASTE 0.05
 
 /* Largest tile side the rule gives. */
 #define FA_MAX_TILE_RULE 512

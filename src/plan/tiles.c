@@ -74,33 +74,15 @@ static void tuned_tiles(const fa_problem *pb, const flashattn_params *p, const f
     }
 }
 
-/* The rule's view of sequences b0 .. b1 - 1 of pb (the whole batch, or
- * one sequence alone: then with its own lengths). */
-static void query_of_seqs(const fa_problem *pb, const fa_kernels *kern, int threads, int64_t b0, int64_t b1,
-                          fa_tile_query *q) {
+/* The rule's view of pb, or of its sequence `one` alone (its own lengths)
+ * when not NULL. */
+static void query_of(const fa_problem *pb, const fa_kernels *kern, int threads, const fa_seq *one,
+                     fa_tile_query *q) {
     const fa_cpu_caches *cc = fa_cpu_caches_get();
-    double keys = 0.0;
-    int64_t rows = 0;
-    for (int64_t b = b0; b < b1; b++) {
-        const fa_seq seq = fa_seq_of(pb, b);
-        /* every row up to 4096, else 1024 rows evenly spread: a planning
-         * estimate must not cost time in proportion to the rows (stride-0
-         * tensors hold any number of them in no memory) */
-        const int64_t step = seq.seq_q > 4096 ? seq.seq_q / 1024 : 1;
-        double sum = 0.0;
-        int64_t n = 0;
-        for (int64_t i = 0; i < seq.seq_q; i += step, n++)
-            sum += (double)(fa_mask_end(&seq.mask, i) - fa_mask_lo(&seq.mask, i));
-        keys += n ? sum * ((double)seq.seq_q / (double)n) : 0.0;
-        rows += seq.seq_q;
-    }
-    const int alone = b1 - b0 == 1 && pb->cu_q;
-    const fa_seq one = alone ? fa_seq_of(pb, b0) : (fa_seq){0};
     *q = (fa_tile_query){
-        .batch = alone ? 1 : pb->batch, .heads_q = pb->heads_q,
-        .seq_q = alone ? one.seq_q : pb->seq_q, .seq_k = alone ? one.seq_k : pb->seq_k,
-        .head_dim = pb->head_dim, .head_dim_v = pb->head_dim_v, .mask_edges = (pb->left >= 0) + (pb->right >= 0),
-        .mean_keys = rows > 0 ? keys / (double)rows : 0.0,
+        .batch = one ? 1 : pb->batch, .heads_q = pb->heads_q,
+        .seq_q = one ? one->seq_q : pb->seq_q, .seq_k = one ? one->seq_k : pb->seq_k,
+        .head_dim = pb->head_dim, .head_dim_v = pb->head_dim_v,
         .elem_bytes = (int)sizeof(float), /* the kernels widen every dtype to f32 */
         .pv8 = pb->int8_pv,
         .mr = kern->mr, .nr = kern->nr, .l1d_bytes = cc->l1d_bytes, .l2_bytes = cc->l2_bytes,
@@ -109,14 +91,14 @@ static void query_of_seqs(const fa_problem *pb, const fa_kernels *kern, int thre
 }
 
 void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads, fa_tile_query *q) {
-    /* A dense batch's sequences all have the same lengths; a varlen
-     * batch's mean is over all its rows. */
-    query_of_seqs(pb, kern, threads, 0, pb->cu_q ? pb->batch : pb->batch > 0, q);
+    /* a varlen batch is asked as its longest sequence */
+    query_of(pb, kern, threads, NULL, q);
 }
 
 void fa_seq_tiles(const fa_problem *pb, const fa_kernels *kern, int64_t b, int *block_m, int *block_n) {
     fa_tile_query q;
-    query_of_seqs(pb, kern, 1, b, b + 1, &q);
+    const fa_seq one = fa_seq_of(pb, b);
+    query_of(pb, kern, 1, &one, &q);
     fa_tile_rule(&q, block_m, block_n);
 }
 
