@@ -375,8 +375,19 @@ static void check_case(const icase *c, const fa_kernels *kern, uint64_t seed) {
              * so O by at most 2^-9 max |V| (V's own rounding is in the
              * reference) */
             bound += ldexp(vmax, -9);
-        else /* P's u8 rounding, row by row (V's own rounding is in the reference) */
+        else { /* P's u8 rounding, row by row (V's own rounding is in the reference) */
             err = pv8_excess(c, &in, &qh, &kh, pr, &o, ref, vmax);
+            /* and on 96-key blocks, which straddle V's 512-key chunks (the
+             * rule's 512-key blocks never do): P's blocks change, the bound
+             * (w_max of the whole row) does not */
+            tt_tensor o96 = tt_alloc(c->dt, B, in.rows_q, c->hq, d, 1, 0);
+            flashattn_params p96 = p;
+            p96.block_n = 96;
+            err = run(c, &in, kern, p96, &o96, NULL) == FLASHATTN_OK
+                      ? fmax(err, pv8_excess(c, &in, &qh, &kh, pr, &o96, ref, vmax))
+                      : INFINITY;
+            tt_free(&o96);
+        }
         /* and P V was not INT8_QK's (the option reached the kernels) */
         tt_tensor o1 = tt_alloc(c->dt, B, in.rows_q, c->hq, d, 1, 0);
         flashattn_params p1 = p;
