@@ -830,7 +830,10 @@ static void test_gemm_i8(const fa_kernels *kn, uint64_t *rng) {
         if (fa_cpu_avx_vnni())
             test_gemm_i8_fn(kn->isa, "gemm_i8 (AVX-VNNI)", fa_gemm_i8_avx2_vnni, kn->mr, kn->nr, rng);
         else
-            printf("avx2: no AVX-VNNI on this CPU: its gemm_i8 way untested\n");
+            printf("avx2: no AVX-VNNI on this CPU: its gemm_i8 way tested on the emulated instruction\n");
+        test_gemm_i8_fn(kn->isa, "gemm_i8 (AVX-VNNI emulated)", fa_gemm_i8_avx2_vnni_emulated, kn->mr, kn->nr, rng);
+        gemm_i8_case(kn->isa, "gemm_i8 (AVX-VNNI emulated, longest)", fa_gemm_i8_avx2_vnni_emulated, kn->mr,
+                     kn->nr, kn->nr, FLASHATTN_MAX_HEAD_DIM, 1, rng);
     }
 #endif
 #if defined(FA_HAVE_AVX512) && defined(FA_TEST_BF16_EMULATED)
@@ -872,10 +875,12 @@ static void gemm_u8_case(const char *isa, const char *name, gemm_u8_fn fn, int n
     int8_t *b = malloc((size_t)(4 * k4 * nr + 1));
     float bscale[64], ascale[16];
     float *c = malloc((size_t)(m * ldc + 1) * sizeof(float)), *r = malloc((size_t)(m * ldc + 1) * sizeof(float));
+    /* ends 2: every sum at its largest, of one sign per column */
     for (int64_t x = 0; x < m * lda + 1; x++)
-        a[x] = (uint8_t)(ends ? (tt_rand_u64(rng) & 1 ? 255 : 0) : tt_rand_u64(rng) % 256);
+        a[x] = (uint8_t)(ends == 2 ? 255 : ends ? (tt_rand_u64(rng) & 1 ? 255 : 0) : tt_rand_u64(rng) % 256);
     for (int64_t x = 0; x < 4 * k4 * nr; x++)
-        b[x] = (int8_t)(ends ? (tt_rand_u64(rng) & 1 ? 127 : -127) : (int)(tt_rand_u64(rng) % 255) - 127);
+        b[x] = (int8_t)(ends == 2 ? (x / 4 % 2 ? 127 : -127)
+                        : ends ? (tt_rand_u64(rng) & 1 ? 127 : -127) : (int)(tt_rand_u64(rng) % 255) - 127);
     for (int j = 0; j < 64; j++) bscale[j] = (float)(tt_rand_normal(rng) * 1e-2);
     for (int i = 0; i < 16; i++) ascale[i] = (float)(tt_rand_normal(rng) * 1e-3);
     for (int64_t x = 0; x < m * ldc + 1; x++) c[x] = (float)tt_rand_normal(rng);
@@ -915,12 +920,13 @@ static void test_quant_u8(const fa_kernels *kn, uint64_t *rng) {
 /* quant_i8_row, amax_acc and quant_i8_with (kernels.h): the portable
  * definitions bit for bit, at every length around the vector width, with
  * and without the subtraction, on rows with a zero, NaN, infinite or tiny
- * largest value, exact halves (ties to even), factors of 0 against NaNs. */
+ * largest value, exact halves (ties to even), factors of 0 against NaNs,
+ * and products that round past +-127. */
 static void test_quant_i8(const fa_kernels *kn, uint64_t *rng) {
     float x[300], y[300], sub[300], inv[300];
     int8_t q[300], r[300];
     uint32_t am[300], ar[300];
-    for (int kind = 0; kind < 6; kind++)
+    for (int kind = 0; kind < 7; kind++)
         for (int n = 0; n <= 290; n += n < 40 ? 1 : 37) {
             for (int i = 0; i < n; i++) {
                 x[i] = (float)tt_rand_normal(rng), sub[i] = (float)tt_rand_normal(rng) * 0.1f;
@@ -931,6 +937,9 @@ static void test_quant_i8(const fa_kernels *kn, uint64_t *rng) {
             if (kind == 3 && n) x[n - 1] = -INFINITY;
             if (kind == 4) for (int i = 0; i < n; i++) x[i] *= 1e-38f, sub[i] = 0.0f;
             if (kind == 5) for (int i = 0; i < n; i++) x[i] = (float)(i % 9) * 0.5f - 2.0f, inv[i] = 1.0f;
+            /* quant_i8_with's clamps: +-127.5 round (to even) past +-127 */
+            if (kind == 6)
+                for (int i = 0; i < n; i++) x[i] = i % 3 == 2 ? (float)(i % 7) - 2.5f : i % 3 ? 127.5f : -127.5f, inv[i] = 1.0f;
             for (int with_sub = 0; with_sub < 2; with_sub++) {
                 float sq = -1.0f, sr = -2.0f, xr[300];
                 memcpy(y, x, sizeof x), memcpy(xr, x, sizeof x);
@@ -965,6 +974,8 @@ static void test_gemm_u8_fn(const char *isa, const char *name, gemm_u8_fn fn, in
                 for (int e = 0; e < 4; e++) gemm_u8_case(isa, name, fn, nr, m, n, ks[x], e & 1, e >> 1, rng);
     /* the largest sums the contract allows: 65536 products of 255 and -+127 */
     gemm_u8_case(isa, name, fn, nr, mr, nr, 16384, 1, 1, rng);
+    gemm_u8_case(isa, name, fn, nr, mr, nr, 16384, 2, 0, rng);
+    gemm_u8_case(isa, name, fn, nr, mr, nr, 21, 2, 1, rng);
 }
 
 static void test_gemm_u8(const fa_kernels *kn, uint64_t *rng) {
@@ -972,6 +983,14 @@ static void test_gemm_u8(const fa_kernels *kn, uint64_t *rng) {
 #ifdef FA_HAVE_AVX512
     if (strcmp(kn->isa, "avx512") == 0 && !fa_cpu_avx512_vnni())
         printf("avx512: no AVX512_VNNI on this CPU: gemm_u8 is the portable definition\n");
+#endif
+#ifdef FA_HAVE_AVX2
+    if (strcmp(kn->isa, "avx2") == 0) { /* both of its ways, the AVX-VNNI one emulated where the CPU lacks it */
+        test_gemm_u8_fn(kn->isa, "gemm_u8 (VPMADDUBSW nibbles)", fa_gemm_u8_avx2_madd, kn->mr, kn->nr, rng);
+        if (fa_cpu_avx_vnni())
+            test_gemm_u8_fn(kn->isa, "gemm_u8 (AVX-VNNI)", fa_gemm_u8_avx2_vnni, kn->mr, kn->nr, rng);
+        test_gemm_u8_fn(kn->isa, "gemm_u8 (AVX-VNNI emulated)", fa_gemm_u8_avx2_vnni_emulated, kn->mr, kn->nr, rng);
+    }
 #endif
 #if defined(FA_HAVE_AVX512) && defined(FA_TEST_BF16_EMULATED)
     if (strcmp(kn->isa, "avx512") == 0) { /* AMX-INT8's P V tile, on emulated tile instructions */

@@ -49,6 +49,26 @@ void fa_gemm_i8_avx2_vnni(int m, int n, int64_t k4, const uint8_t *a, int64_t ld
 void fa_gemm_i8_avx2_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t lda,
                           const int8_t *b, int64_t ldb, const int32_t *bsum, const float *bscale,
                           const float *ascale, const float *add, float *c, int64_t ldc);
+/* gemm_u8 likewise: AVX-VNNI, else VPMADDUBSW on P's nibbles. */
+void fa_gemm_u8_avx2(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b, int64_t ldb,
+                     const float *bscale, const float *ascale, float *c, int64_t ldc, int accumulate);
+void fa_gemm_u8_avx2_vnni(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                          int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                          int accumulate);
+void fa_gemm_u8_avx2_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                          int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                          int accumulate);
+void fa_quant_u8_avx2(const float *p, int64_t n, uint8_t *q, int64_t n4, float *scale);
+void fa_quant_i8_row_avx2(float *x, const float *sub, int64_t n, int8_t *q, float *scale);
+void fa_amax_acc_avx2(const float *x, int64_t n, uint32_t *amax);
+void fa_quant_i8_with_avx2(const float *x, const float *inv, int64_t n, int8_t *q);
+/* Tests: the AVX-VNNI tiles with the instruction emulated (tests/avxvnni_emulated.c). */
+void fa_gemm_i8_avx2_vnni_emulated(int m, int n, int64_t k4, const uint8_t *a, int64_t lda,
+                                   const int8_t *b, int64_t ldb, const int32_t *bsum, const float *bscale,
+                                   const float *ascale, const float *add, float *c, int64_t ldc);
+void fa_gemm_u8_avx2_vnni_emulated(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                                   int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
+                                   int accumulate);
 /* Whether the CPU has AVX-VNNI (CPUID.7.1:EAX bit 4) besides the table. */
 int fa_cpu_avx_vnni(void);
 
