@@ -1,19 +1,20 @@
 /*
  * AVX2 8-bit score tile (kernels.h, gemm_i8): m <= 6, n = 16, the f32
- * tile's 6 x 16 shape (12 ymm accumulators). With AVX-VNNI (Alder Lake,
- * Sapphire Rapids, Zen 5) VPDPBUSD takes A's u8 bytes against B's int8
- * and 128 bsum comes off at the end; without it, A's offset is removed,
- * VPSIGNB moves B's signs onto A so that VPMADDUBSW's pair sums (at most
- * 2 * 127 * 127) never saturate, and VPMADDWD widens them. Both give the
- * exact integer sum, so the portable kernel's bits.
+ * tile's 6 x 16 shape (12 ymm accumulators). With AVX-VNNI it is
+ * vnni_avx2.c's. Without it, A's offset is removed, VPSIGNB moves B's
+ * signs onto A so that VPMADDUBSW's pair sums (at most 2 * 127 * 127)
+ * never saturate, and VPMADDWD widens them: the exact integer sum, so the
+ * portable kernel's bits.
  */
 #include <immintrin.h>
+
 #include "kernels/avx2/avx2.h"
 #include "kernels/avx2/i8_avx2.h"
 
-static inline __attribute__((always_inline)) void tile_madd(const int m, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
-                         int64_t ldb, const float *bscale, const float *ascale, const float *add,
-                         float *c, int64_t ldc) {
+static inline __attribute__((always_inline)) void tile_madd(const int m, int64_t k4, const uint8_t *a,
+                                                            int64_t lda, const int8_t *b, int64_t ldb,
+                                                            const float *bscale, const float *ascale,
+                                                            const float *add, float *c, int64_t ldc) {
     __m256i acc[FA_AVX2_MR][2];
     const __m256i flip = _mm256_set1_epi32((int32_t)0x80808080u), ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 6

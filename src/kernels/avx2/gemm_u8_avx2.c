@@ -13,7 +13,6 @@
  * in memory between the widenings.
  */
 #include "kernels/avx2/i8_avx2.h"
-#include "kernels/ref/ref.h"
 
 #define FA_INLINE static inline __attribute__((always_inline))
 

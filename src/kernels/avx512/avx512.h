@@ -53,12 +53,16 @@ void fa_gemm_i8_avx512_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t 
                             const float *bscale, const float *ascale, const float *add, float *c,
                             int64_t ldc);
 
-/* gemm_u8 on AVX512_VNNI where the CPU has it, else the portable
- * definition (full-range u8 A would saturate VPMADDUBSW's pair sums);
- * _vnni callable only where the CPU has it. */
+/* gemm_u8 on AVX512_VNNI where the CPU has it, else _madd: the AVX2
+ * tile on P's nibbles (full-range u8 A would saturate VPMADDUBSW's pair
+ * sums), 6 rows x 16 columns at a time; _vnni callable only where the CPU
+ * has it. */
 void fa_gemm_u8_avx512(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                        int64_t ldb, const float *bscale, const float *ascale, float *c, int64_t ldc,
                        int accumulate);
+void fa_gemm_u8_avx512_madd(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
+                            int64_t ldb, const float *bscale, const float *ascale, float *c,
+                            int64_t ldc, int accumulate);
 void fa_gemm_u8_avx512_vnni(int m, int n, int64_t k4, const uint8_t *a, int64_t lda, const int8_t *b,
                             int64_t ldb, const float *bscale, const float *ascale, float *c,
                             int64_t ldc, int accumulate);
