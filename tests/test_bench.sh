@@ -32,11 +32,14 @@ if kind == "bench":
         assert num(r["max_abs_diff"]) and r["max_abs_diff"] < 2e-2, f"flash vs standard differ: {r['max_abs_diff']}"
         # the peak loop timed in the row's rounds: a rate of the same loop
         # as the peak measured at start. A unit slip (ms for s) lands 1000x
-        # out; a shared machine's moments do not (one busy run here read
-        # 0.28x with 2 threads on one core, and a sanitizer build beside
-        # another test 0.03x), so the bounds are wide: 10x inside the slip.
+        # out; a shared machine's moments on one thread do not (a sanitizer
+        # build beside another test read 0.03x), so the bounds are wide: 10x
+        # inside the slip. On 2 threads they can: with six copies of this
+        # test on 2 cores, a 2-thread round read 3e-5x (a thread descheduled
+        # while its partner waits at the loop's barrier), so only 1-thread
+        # rows are held to them.
         assert num(r["peak_rounds_gflops"]) and r["peak_rounds_gflops"] > 0, r
-        assert 0.01 <= r["peak_rounds_gflops"] / r["peak_gflops"] <= 100, r
+        assert r["threads"] > 1 or 0.01 <= r["peak_rounds_gflops"] / r["peak_gflops"] <= 100, r
         assert abs(r["pct_peak_rounds"] - 100 * r["flash_gflops"] / r["peak_rounds_gflops"]) <= 1e-6 * r["pct_peak_rounds"], r
 else:
     for r in rows:
