@@ -575,7 +575,7 @@ static void test_transpose(const fa_kernels *kn, uint64_t *rng) {
     }
     src[5] = fa_bits_f32(0x7fc00001u);
     src[77] = fa_bits_f32(0xff800000u);
-    static const int64_t colsv[] = {0, 1, 7, 8, 15, 16, 17, 31, 32, 33, 40, 64, 80, 96, 128, 256};
+    static const int64_t colsv[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 34, 35, 40, 64, 80, 96, 128, 256};
     static const int64_t lddv[] = {16, 32, 33, 64 + 5};
     for (int rows = 0; rows <= maxr; rows++)
         for (size_t ci = 0; ci < sizeof colsv / sizeof colsv[0]; ci++)

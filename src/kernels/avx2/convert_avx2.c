@@ -194,6 +194,17 @@ static inline __attribute__((always_inline)) void few8(float *dst, int64_t ldd, 
 }
 #undef FA_PUT_LANE
 
+/* Fewer than FEW_COLS columns (of any number of rows): each element
+ * widened where it lies and stored in its place, a row of dst (one
+ * column of src) at a time. The backward's dQ^T goes back to rows this
+ * way when a q-block holds one or two queries. */
+#define FEW_COLS 4
+static void few_cols(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flashattn_dtype dt, int rr,
+                     int cc) {
+    for (int c = 0; c < cc; c++)
+        for (int i = 0; i < rr; i++) dst[c * ldd + i] = fa_widen(s0 + i * ldsb, dt, c);
+}
+
 /* 8 x 8 blocks in registers. A partial block (the last keys of a length
  * that is no multiple of 8, the last columns of an odd head_dim) is copied
  * into a zeroed whole one first and its live part copied out after: AVX2
@@ -214,6 +225,10 @@ void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, fl
             }
             if (rr < FEW_ROWS && cc == 8) {
                 few8(dst + c0 * ldd + r0, ldd, s0 + c0 * es, lds * es, dt, rr);
+                continue;
+            }
+            if (cc < FEW_COLS) {
+                few_cols(dst + c0 * ldd + r0, ldd, s0 + c0 * es, lds * es, dt, rr, cc);
                 continue;
             }
             _Alignas(32) unsigned char in[8 * 8 * 4] = {0};
