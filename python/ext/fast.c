@@ -15,6 +15,10 @@
  * that have them. Python's limited API (3.9): one build serves every
  * CPython 3.9+.
  *
+ * bwd() fills the gradients of fwd()'s call (the autograd Function's
+ * backward of flash_attn_func's plain calls) and returns the library's
+ * status, or None where it does not take the call.
+ *
  * fwd() and decode() return (out, lse or None) on success; None where the
  * call is not one it takes (another type, dtype or layout, a gradient to
  * record, an option of another type, a shape the Python path checks
@@ -50,6 +54,16 @@ typedef flashattn_status (*decode_size_fn)(const flashattn_tensor *, const flash
                                            const flashattn_tensor *, const flashattn_tensor *,
                                            const flashattn_tensor *, const float *,
                                            const flashattn_params *, size_t *);
+typedef flashattn_status (*bwd_fn)(const flashattn_tensor *, const flashattn_tensor *,
+                                   const flashattn_tensor *, const flashattn_tensor *,
+                                   const flashattn_tensor *, const float *, const flashattn_tensor *,
+                                   const flashattn_tensor *, const flashattn_tensor *,
+                                   const flashattn_params *, void *, size_t);
+typedef flashattn_status (*bwd_size_fn)(const flashattn_tensor *, const flashattn_tensor *,
+                                        const flashattn_tensor *, const flashattn_tensor *,
+                                        const flashattn_tensor *, const float *,
+                                        const flashattn_tensor *, const flashattn_tensor *,
+                                        const flashattn_tensor *, const flashattn_params *, size_t *);
 typedef void (*params_init_fn)(flashattn_params *, size_t);
 typedef void (*cache_init_fn)(flashattn_kv_cache *, size_t);
 
@@ -60,6 +74,9 @@ static params_init_fn lib_params_init;
 static decode_fn lib_decode;
 static decode_size_fn lib_decode_size;
 static cache_init_fn lib_cache_init;
+/* NULL until init_bwd(): bwd() then takes no call */
+static bwd_fn lib_bwd;
+static bwd_size_fn lib_bwd_size;
 
 /* What register_torch() gave: the tensor type, the three dtypes the plain
  * path reads in place with their flashattn codes, float32 for the LSE,
@@ -206,21 +223,27 @@ static flashattn_tensor descriptor(const view4 *v) {
     return d;
 }
 
-/* One library call: the forward (cache NULL) or decode against cache, whose
- * k and v are then k_new and v_new (both NULL: nothing to append). */
+/* One library call: the forward (cache and grads NULL), decode against
+ * cache, whose k and v are then k_new and v_new (both NULL: nothing to
+ * append), or the backward (grads: dout, dq, dk, dv; lse read). */
 typedef struct {
     const flashattn_tensor *q, *k, *v, *o;
     const flashattn_kv_cache *cache;
     float *lse;
     const flashattn_params *p;
+    const flashattn_tensor *grads;
 } lib_call;
 
 static flashattn_status call_with(const lib_call *c, void *ws, size_t bytes) {
+    const flashattn_tensor *g = c->grads;
+    if (g) return lib_bwd(c->q, c->k, c->v, c->o, &g[0], c->lse, &g[1], &g[2], &g[3], c->p, ws, bytes);
     if (c->cache) return lib_decode(c->q, c->cache, c->k, c->v, c->o, c->lse, c->p, ws, bytes);
     return lib_fwd(c->q, c->k, c->v, c->o, c->lse, c->p, ws, bytes);
 }
 
 static flashattn_status size_of(const lib_call *c, size_t *need) {
+    const flashattn_tensor *g = c->grads;
+    if (g) return lib_bwd_size(c->q, c->k, c->v, c->o, &g[0], c->lse, &g[1], &g[2], &g[3], c->p, need);
     if (c->cache) return lib_decode_size(c->q, c->cache, c->k, c->v, c->o, c->lse, c->p, need);
     return lib_fwd_size(c->q, c->k, c->v, c->o, c->lse, c->p, need);
 }
@@ -439,8 +462,41 @@ static PyObject *fast_fwd(PyObject *self, PyObject *args) {
     }
     const flashattn_tensor t[4] = {descriptor(&in[0]), descriptor(&in[1]), descriptor(&in[2]),
                                    descriptor(&o)};
-    const lib_call c = {&t[0], &t[1], &t[2], &t[3], NULL, lse_at, p};
+    const lib_call c = {&t[0], &t[1], &t[2], &t[3], NULL, lse_at, p, NULL};
     return call_and_return(&c, out, lse);
+}
+
+/* bwd(q, k, v, out, dout, dq, dk, dv, lse_address, softmax_scale, causal,
+ * window_size, deterministic): the gradients of fwd()'s call into dq, dk,
+ * dv (tensors the caller made, of their inputs' shapes), for the autograd
+ * Function of flash_attn_func's plain calls; lse_address is the forward's
+ * softmax_lse's data_ptr(). The library's status, or None where a tensor
+ * or option is not one fwd() would take (the Python path then runs). */
+static PyObject *fast_bwd(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x[8], *lse_o, *scale, *causal, *window, *det;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO", &x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6], &x[7],
+                          &lse_o, &scale, &causal, &window, &det))
+        return NULL;
+    if (!lib_bwd || !tensor_type) Py_RETURN_NONE;
+    view4 in[8];
+    for (int i = 0; i < 8; i++) {
+        const int r = view_of(x[i], &in[i]);
+        if (r < 0) return NULL;
+        if (r > 0) Py_RETURN_NONE;
+    }
+    for (int i = 1; i < 8; i++)
+        if (in[i].code != in[0].code) Py_RETURN_NONE;
+    float *lse = (float *)PyLong_AsVoidPtr(lse_o);
+    if (!lse && PyErr_Occurred()) return NULL;
+    flashattn_params params;
+    const int r = params_of(scale, causal, window, det, NULL, &params);
+    if (r < 0) return NULL;
+    if (r > 0) Py_RETURN_NONE;
+    flashattn_tensor t[8];
+    for (int i = 0; i < 8; i++) t[i] = descriptor(&in[i]);
+    const lib_call c = {&t[0], &t[1], &t[2], &t[3], NULL, lse, &params, &t[4]};
+    return PyLong_FromLong((long)run_call(&c));
 }
 
 /* An integer tensor the decode call reads as it lies: of the registered
@@ -574,7 +630,7 @@ static PyObject *fast_decode(PyObject *self, PyObject *args) {
     const flashattn_tensor tq = descriptor(&in[0]), to = descriptor(&o);
     flashattn_tensor tk, tv;
     if (n == 5) tk = descriptor(&in[3]), tv = descriptor(&in[4]);
-    const lib_call c = {&tq, n == 5 ? &tk : NULL, n == 5 ? &tv : NULL, &to, &cache, lse_at, &params};
+    const lib_call c = {&tq, n == 5 ? &tk : NULL, n == 5 ? &tv : NULL, &to, &cache, lse_at, &params, NULL};
     return call_and_return(&c, out, lse);
 }
 
@@ -599,6 +655,23 @@ static PyObject *fast_init(PyObject *self, PyObject *args) {
     memcpy(&lib_decode, &a[3], sizeof a[3]);
     memcpy(&lib_decode_size, &a[4], sizeof a[4]);
     memcpy(&lib_cache_init, &a[5], sizeof a[5]);
+    Py_RETURN_NONE;
+}
+
+/* init_bwd(bwd, bwd_workspace_size): the backward's addresses. */
+static PyObject *fast_init_bwd(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[2];
+    if (!PyArg_ParseTuple(args, "OO", &o[0], &o[1])) return NULL;
+    void *a[2];
+    for (int i = 0; i < 2; i++) a[i] = o[i] == Py_None ? NULL : PyLong_AsVoidPtr(o[i]);
+    if (PyErr_Occurred()) return NULL;
+    if (!a[0] != !a[1]) {
+        PyErr_SetString(PyExc_ValueError, "flashattn._fast.init_bwd: one null function address");
+        return NULL;
+    }
+    memcpy(&lib_bwd, &a[0], sizeof a[0]);
+    memcpy(&lib_bwd_size, &a[1], sizeof a[1]);
     Py_RETURN_NONE;
 }
 
@@ -684,6 +757,10 @@ static PyMethodDef methods[] = {
     {"decode", fast_decode, METH_VARARGS,
      "decode(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale, causal, "
      "window_size, num_splits, want_lse)"},
+    {"bwd", fast_bwd, METH_VARARGS,
+     "bwd(q, k, v, out, dout, dq, dk, dv, lse_address, softmax_scale, causal, window_size, "
+     "deterministic)"},
+    {"init_bwd", fast_init_bwd, METH_VARARGS, "init_bwd(bwd, bwd_workspace_size): addresses"},
     {"init", fast_init, METH_VARARGS,
      "init(fwd, fwd_workspace_size, params_init_size, decode, decode_workspace_size, "
      "kv_cache_init_size): addresses"},

@@ -282,6 +282,8 @@ def _load_fast():
     module.init(at(fwd_at), at(fwd_workspace_size_at), at(lib.flashattn_params_init_size),
                 at(decode_at), at(decode_workspace_size_at),
                 at(getattr(lib, "flashattn_kv_cache_init_size", None)) if decode_at else None)
+    if hasattr(module, "init_bwd"):
+        module.init_bwd(at(bwd_at), at(bwd_workspace_size_at))
     return module
 
 

@@ -183,6 +183,42 @@ class _FlashAttnFunc(torch.autograd.Function):
         return dq, dk, dv, None
 
 
+class _PlainFlashAttnFunc(torch.autograd.Function):
+    """_FlashAttnFunc for _plain_forward's calls that record a gradient:
+    the options as given, the forward through the compiled helper (inside
+    an autograd Function no gradient is recorded, so it takes the call),
+    else through _forward as _FlashAttnFunc does. The same library calls,
+    so the same bits; at one query and one key the general path's Python
+    steps took most of a call's time (docs/performance.md)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, softmax_scale, causal, window_size, deterministic):
+        done = _fast.fwd(q, k, v, softmax_scale, causal, window_size, deterministic, True) \
+            if _fast is not None else None
+        if type(done) is int:
+            _lib.check(done, "flashattn_fwd")
+        if done is None:
+            q, k, v = readable(q, "q"), readable(k, "k"), readable(v, "v")
+            done = _forward(q, k, v, _params(softmax_scale, causal, window_size, deterministic))
+        out, lse = done
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = (softmax_scale, causal, window_size, deterministic)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        done = _fast.bwd(q, k, v, out, dout, dq, dk, dv, lse.data_ptr(), *ctx.options) \
+            if _fast is not None and hasattr(_fast, "bwd") else None
+        if done is None:
+            _backward(q, k, v, out, dout, lse, dq, dk, dv, _params(*ctx.options))
+        else:
+            _lib.check(done, "flashattn_bwd")
+        return dq, dk, dv, None, None, None, None
+
+
 class _FlashAttnQKVPackedFunc(torch.autograd.Function):
     """qkv (batch, seqlen, 3, nheads, headdim) is read, and its gradient
     written, in place through strided views: no unpacking copies."""
@@ -361,6 +397,10 @@ def flash_attn_func(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0,
                                return_attn_probs)
         if plain is not None:
             return _result(*plain, return_attn_probs)
+        if not torch_ops.tracing() and not _no_grad(q, k, v):
+            out, lse = _PlainFlashAttnFunc.apply(q, k, v, softmax_scale, causal, window_size,
+                                                 deterministic)
+            return _result(out, lse, return_attn_probs)
     if torch_ops.tracing() and precision == "exact":
         return torch_ops.flash_attn(q, k, v, dropout_p, softmax_scale, causal, window_size,
                                     softcap, alibi_slopes, deterministic, return_attn_probs)

@@ -112,6 +112,47 @@ def test_matches_the_ctypes_path_bit_for_bit(fakes, qs, ks, dt, options, want_ls
         assert lse is None
 
 
+def call_bwd(q, k, v, out, dout, lse, scale=None, causal=False, window_size=(-1, -1),
+             deterministic=False):
+    """fast.bwd into fresh gradients: (status or None, dq, dk, dv)."""
+    grads = [Fake(np.full(x.a.shape, np.nan, dtype=x.a.dtype), x.dtype) for x in (q, k, v)]
+    done = fast.bwd(q, k, v, out, dout, *grads, lse.a.ctypes.data, scale, causal, window_size,
+                    deterministic)
+    return (done, *grads)
+
+
+@needs_fast
+@pytest.mark.parametrize("qs, ks, dt, options", CASES)
+def test_bwd_matches_the_ctypes_path_bit_for_bit(fakes, qs, ks, dt, options):
+    q, k, v = make(qs, dt, 1), make(ks, dt, 2), make(ks, dt, 3)
+    out, lse = call(q, k, v, True, **options)
+    dout = make(qs, dt, 4)
+    done, dq, dk, dv = call_bwd(q, k, v, out, dout, lse, **options)
+    assert done == _lib.OK
+    ref = numpy_api.attention_backward(
+        dout.a, q.a, k.a, v.a, out.a, lse.a, causal=options.get("causal", False),
+        softmax_scale=options.get("scale"), window_size=options.get("window_size", (-1, -1)),
+        num_threads=1)
+    for got, want in zip((dq, dk, dv), ref):
+        assert got.a.dtype == want.dtype and np.array_equal(got.a.view(np.uint8), want.view(np.uint8))
+
+
+@needs_fast
+def test_bwd_leaves_other_calls_and_returns_refusals(fakes):
+    q, k, v = (make((1, 3, 2, 16), F32, s) for s in (7, 8, 9))
+    out, lse = call(q, k, v, True)
+    dout = make((1, 3, 2, 16), F32, 10)
+    assert call_bwd(Lying(q.a, F32), k, v, out, dout, lse)[0] is None  # another type
+    assert call_bwd(q, k, v, out, make((1, 3, 2, 16), F16, 11), lse)[0] is None  # another dtype
+    assert call_bwd(q, k, v, out, dout, lse, causal="yes")[0] is None  # an option it does not read
+    done, dq, _, _ = call_bwd(q, k, v, out, dout, lse, window_size=(-5, 0))
+    assert done != _lib.OK and np.isnan(dq.a).all()  # refused, nothing written
+    with pytest.raises(TypeError):
+        fast.bwd(1, 2)
+    with pytest.raises(ValueError):
+        fast.init_bwd(1, None)  # one address without the other
+
+
 @needs_fast
 def test_reads_views_in_place(fakes):
     """q, k and v as (batch, heads, seq, dim) memory seen transposed: the

@@ -280,8 +280,10 @@ def test_calls_without_autograd_equal_the_autograd_ones(probs):
 def test_plain_calls_take_the_folded_path(monkeypatch):
     """A call with nothing to record, on tensors read in place, runs
     _plain_forward and never the general path's _forward (whose Python
-    steps cost twice a 1 x 1 call's C time); with a gradient to record, a
-    non-contiguous head_dim or dropout it runs the general path."""
+    steps cost twice a 1 x 1 call's C time); with a gradient to record it
+    runs in the compiled helper too, inside its own autograd Function
+    (the general path where there is no helper); with a non-contiguous
+    head_dim or dropout it runs the general path."""
     from flashattn import flash_attn_interface as fai
     q, k, v = make((1, 3, 5, 4, 2, 16), torch.float32, seed=8)
     expected = flash_attn_func(q, k, v, causal=True)
@@ -293,12 +295,54 @@ def test_plain_calls_take_the_folded_path(monkeypatch):
     out, lse, _ = flash_attn_func(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, causal=True,
                                   return_attn_probs=True)
     assert torch.equal(out, expected) and out.is_contiguous() and lse.shape == (1, 4, 3)
-    for call in (lambda: flash_attn_func(q.requires_grad_(), k, v, causal=True),
-                 lambda: flash_attn_func(torch.stack([q, q], -1)[..., 0], k, v),
+    recorded = lambda: flash_attn_func(q.clone().requires_grad_(), k, v, causal=True)
+    if fai._fast is not None:
+        out = recorded()
+        assert torch.equal(out, expected) and out.requires_grad
+    else:
+        with pytest.raises(AssertionError, match="general path"):
+            recorded()
+    for call in (lambda: flash_attn_func(torch.stack([q, q], -1)[..., 0], k, v),
                  lambda: flash_attn_func(q, k, v, dropout_p=0.5)):
         with pytest.raises(AssertionError, match="general path"):
             call()
-        q = q.detach()
+
+
+@pytest.mark.parametrize("shape,dtype,options", [
+    ((1, 1, 1, 8, 8, 128), torch.float32, {}),
+    ((2, 5, 7, 4, 2, 64), torch.float32, {"causal": True, "deterministic": True}),
+    ((1, 33, 40, 6, 3, 32), torch.float16, {"window_size": (5, 0), "softmax_scale": 0.3}),
+    ((3, 4, 9, 2, 1, 16), torch.bfloat16, {"causal": True})])
+def test_plain_gradients_equal_the_general_path(shape, dtype, options):
+    """flash_attn_func's plain calls that record a gradient (_PlainFlashAttnFunc:
+    the compiled helper's forward and backward where it is built) give the
+    general path's out, LSE and gradients bit for bit, with dout as the
+    helper takes it and as only the Python path does (non-contiguous
+    head_dim), and with inputs it does not take (non-contiguous head_dim)."""
+    from flashattn import flash_attn_interface as fai
+    q, k, v = make(shape, dtype, seed=5)
+    g = torch.Generator().manual_seed(6)
+    dout = torch.randn(q.shape, generator=g).to(dtype)
+    odd = torch.stack([dout, dout], -1)[..., 0]
+    strided = lambda x: torch.stack([x, x], -1)[..., 0]
+    for inputs in ((q, k, v), (strided(q), k, strided(v))):
+        for d in (dout, odd):
+            runs = []
+            for plain in (True, False):
+                x = [t.detach().clone().requires_grad_() if t.is_contiguous() else
+                     strided(t.detach().clone()).requires_grad_() for t in inputs]
+                params = fai._params(options.get("softmax_scale"), options.get("causal", False),
+                                     options.get("window_size", (-1, -1)), options.get("deterministic", False))
+                if plain:
+                    out, lse = fai._PlainFlashAttnFunc.apply(
+                        *x, options.get("softmax_scale"), options.get("causal", False),
+                        options.get("window_size", (-1, -1)), options.get("deterministic", False))
+                else:
+                    out, lse = fai._FlashAttnFunc.apply(*x, params)
+                out.backward(d)
+                runs.append([out.detach(), lse] + [t.grad for t in x])
+            for a, b in zip(*runs):
+                assert torch.equal(a, b)
 
 
 @pytest.mark.skipif(__import__("flashattn")._lib.fast is None, reason="no compiled helper")
