@@ -34,10 +34,10 @@
  * per kv-head, from several query positions: speculative decoding, chunked
  * prefill) is compute-bound instead. There the cache-reading kernels
  * would widen each K and V element again for every 4 rows and reduce
- * every dot product horizontally, so each piece of NR keys of a kv-head is
- * widened once into the thread's workspace (K as a [d][NR] panel by the
- * transposing copy, V as f32 rows) and the forward's MR x NR broadcast
- * GEMM tile does S = Q K^T and acc += P V. P V gives the same bits either
+ * every dot product horizontally, so each piece of a kv-head is widened
+ * once into the thread's workspace (NR keys of K as a [d][NR] panel by
+ * the transposing copy, plan->pv_piece keys of V as f32 rows) and the
+ * forward's MR x NR broadcast GEMM tile does S = Q K^T and acc += P V. P V gives the same bits either
  * way (gemm_rows is gemm's FMA chain); S = Q K^T differs by rounding (the
  * GEMM's chain in order of d vs gemm_nt's lanes and tree).
  */
@@ -332,7 +332,8 @@ static void pv_step(const decode_item *t, int64_t j0, int64_t n, int64_t j_end, 
     for (int64_t j = j0; j < j0 + n;) {
         const char *row;
         int64_t len = run_at(t->dp, vt, &t->seq, t->hk0, j, j0 + n, &row);
-        if (len > t->piece) len = t->piece;
+        const int64_t most = t->plan->wide_piece ? t->plan->pv_piece : t->piece;
+        if (len > most) len = most;
         const int64_t pf = t->plan->wide_piece ? 0 : next_piece(t->dp, vt, &t->seq, t->hk0, j, len, j_end, row);
         for (int64_t h = 0; h < t->nh; h++) {
             float *ph = t->s + h * t->mh * sld + (j - j0);

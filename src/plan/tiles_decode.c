@@ -25,7 +25,7 @@
  *     Q          rows * d
  *     S/P        rows * sld
  *     acc        rows * dp
- *     piece      NR * max(dk, dp)   (wide path only)
+ *     piece      max(NR * dk, pv * dp)   (wide path only; pv = P V keys)
  * K and V are read by the kernels straight from the cache (no f32 copy of
  * a step; the wide path widens one piece of one kv-head at a time); one
  * step of an item reads heads_per_item * bn rows of K and of V.
@@ -61,6 +61,13 @@
  * L2; every query tile reads its kv-heads' cache again, so wide items take
  * as many rows as stay in L2. */
 #define FA_DECODE_WIDE_BYTES (768u << 10)
+
+/* Keys per P V call on the wide path (at most block_n). Each call loads and
+ * stores its acc tiles once, so pieces of NR keys paid that 8 times a
+ * step: a one-thread forward at seq 64 (8 heads, d 128) took 12% longer
+ * with NR than with 64; 32 kept half the gain. 64 rows of V widened to
+ * f32 are 32 KiB at d 128. */
+#define FA_DECODE_PV_KEYS 64
 
 /* n items of at most `most` each, as even as possible: the item size. */
 static int64_t even(int64_t n, int64_t most) {
@@ -200,7 +207,10 @@ flashattn_status fa_plan_decode(const fa_decode_problem *dp, const flashattn_par
     plan->s_stride = plan->wide_piece ? (int)fa_round_up(bn, FA_COL_ALIGN) + FA_COL_ALIGN
                                       : (int)bn;
     const size_t piece = (size_t)plan->wide_piece, f = sizeof(float);
-    const size_t widened = piece * kvpad; /* K panel [d][NR], V rows [NR][dp] */
+    plan->pv_piece = plan->wide_piece ? (int)(bn < FA_DECODE_PV_KEYS ? bn : FA_DECODE_PV_KEYS) : 0;
+    size_t widened = piece * kvpad; /* K panel [d][NR] */
+    if ((size_t)plan->pv_piece * dpad > widened) /* V rows [pv_piece][dp] */
+        widened = (size_t)plan->pv_piece * dpad;
     fa_layout_init(&plan->thread, "decode thread");
     fa_layout_array(&plan->thread, FA_DECODE_THREAD_Q, "q", 1, rows * d * f);
     fa_layout_array(&plan->thread, FA_DECODE_THREAD_S, "s", 1, rows * (size_t)plan->s_stride * f);
