@@ -165,12 +165,15 @@ static void block8(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flasha
     for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, t[i]);
 }
 
-/* Rows fewer than FEW_ROWS, 8 whole columns: each row's columns
- * widened, then each element extracted straight to its destination row
- * (VEXTRACTPS to memory). The 8 x 8 register transpose, through a zeroed block and back,
+/* Fewer than 8 rows, 8 whole columns: each row's columns widened, then
+ * each element extracted straight to its destination row (VEXTRACTPS to
+ * memory). The 8 x 8 register transpose, through a zeroed block and back,
  * costs the same for one row as for eight: for the one key of a 1 x 1
- * call it was 42% of the instructions. */
-#define FEW_ROWS 4
+ * call it was 42% of the instructions. From 4 to 7 rows too: through the
+ * block, 4 keys of 8 heads of d 128 took 12 variable-length memcpy calls
+ * per 8 columns, and a forward of 4 x 4 with its LSE 13.9 us against 9.9
+ * (docs/performance.md). */
+#define FEW_ROWS 8
 #define FA_PUT_LANE(h, lane, to)                    \
     do {                                            \
         const int bits_ = _mm_extract_ps(h, lane);  \
