@@ -201,7 +201,7 @@ static inline __attribute__((always_inline)) void few8(float *dst, int64_t ldd, 
  * widened where it lies and stored in its place, a row of dst (one
  * column of src) at a time. The backward's dQ^T goes back to rows this
  * way when a q-block holds one or two queries. */
-#define FEW_COLS 4
+#define FEW_COLS 8
 static void few_cols(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flashattn_dtype dt, int rr,
                      int cc) {
     for (int c = 0; c < cc; c++)
