@@ -173,7 +173,6 @@ static void block8(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flasha
  * block, 4 keys of 8 heads of d 128 took 12 variable-length memcpy calls
  * per 8 columns, and a forward of 4 x 4 with its LSE 13.9 us against 9.9
  * (docs/performance.md). */
-#define FEW_ROWS 8
 #define FA_PUT_LANE(h, lane, to)                    \
     do {                                            \
         const int bits_ = _mm_extract_ps(h, lane);  \
@@ -197,22 +196,23 @@ static inline __attribute__((always_inline)) void few8(float *dst, int64_t ldd, 
 }
 #undef FA_PUT_LANE
 
-/* Fewer than FEW_COLS columns (of any number of rows): each element
- * widened where it lies and stored in its place, a row of dst (one
- * column of src) at a time. The backward's dQ^T goes back to rows this
- * way when a q-block holds one or two queries. */
-#define FEW_COLS 8
+/* Fewer than 8 columns (of any number of rows): each element widened
+ * where it lies and stored in its place, a row of dst (one column of src)
+ * at a time. The backward's dQ^T goes back to rows this way when a
+ * q-block ends in fewer than 8 queries; from 4 columns up the zeroed
+ * block's memcpy calls made backwards of 4-12 queries 2-7% slower. */
 static void few_cols(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flashattn_dtype dt, int rr,
                      int cc) {
     for (int c = 0; c < cc; c++)
         for (int i = 0; i < rr; i++) dst[c * ldd + i] = fa_widen(s0 + i * ldsb, dt, c);
 }
 
-/* 8 x 8 blocks in registers. A partial block (the last keys of a length
- * that is no multiple of 8, the last columns of an odd head_dim) is copied
- * into a zeroed whole one first and its live part copied out after: AVX2
- * has no masked 16-bit loads, and element by element those blocks were a
- * third of a short forward's time. */
+/* 8 x 8 blocks in registers; a partial block (the last keys of a length
+ * that is no multiple of 8, the last columns of a head_dim that is none)
+ * by few8 or few_cols. Both used to go through a zeroed whole block, with
+ * variable-length memcpy calls in and out (AVX2 has no masked 16-bit
+ * loads): level with few_cols on the last columns of head_dim 60, 68 and
+ * 100, slower on every other partial block. */
 void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                        int rows, int64_t cols) {
     FA_KERNEL_CONTRACT(rows >= 0 && cols >= 0 && fa_dtype_valid(dt));
@@ -226,19 +226,11 @@ void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, fl
                 block8(dst + c0 * ldd + r0, ldd, s0 + c0 * es, lds * es, dt);
                 continue;
             }
-            if (rr < FEW_ROWS && cc == 8) {
+            if (cc == 8) {
                 few8(dst + c0 * ldd + r0, ldd, s0 + c0 * es, lds * es, dt, rr);
                 continue;
             }
-            if (cc < FEW_COLS) {
-                few_cols(dst + c0 * ldd + r0, ldd, s0 + c0 * es, lds * es, dt, rr, cc);
-                continue;
-            }
-            _Alignas(32) unsigned char in[8 * 8 * 4] = {0};
-            _Alignas(32) float out[8 * 8];
-            for (int i = 0; i < rr; i++) memcpy(in + i * 8 * es, s0 + (i * lds + c0) * es, (size_t)(cc * es));
-            block8(out, 8, (const char *)in, 8 * es, dt);
-            for (int i = 0; i < cc; i++) memcpy(dst + (c0 + i) * ldd + r0, out + i * 8, (size_t)rr * sizeof(float));
+            few_cols(dst + c0 * ldd + r0, ldd, s0 + c0 * es, lds * es, dt, rr, cc);
         }
     }
 }
