@@ -144,7 +144,8 @@ static inline __m256 widen8(const void *src, flashattn_dtype dt, int64_t i) {
 
 /* One whole 8 x 8 block in registers: 8 source rows lds elements apart, 8
  * columns each, to 8 destination rows of 8 floats, ldd apart. */
-static void block8(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flashattn_dtype dt) {
+static inline __attribute__((always_inline)) void block8(float *dst, int64_t ldd, const char *s0, int64_t ldsb,
+                                                         flashattn_dtype dt) {
     __m256 x[8], t[8];
     for (int i = 0; i < 8; i++) x[i] = widen8(s0 + i * ldsb, dt, 0);
     for (int i = 0; i < 8; i += 2) {
