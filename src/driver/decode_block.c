@@ -37,8 +37,8 @@
  * every dot product horizontally, so each piece of a kv-head is widened
  * once into the thread's workspace (NR keys of K as a [d][NR] panel by
  * the transposing copy, plan->pv_piece keys of V as f32 rows) and the
- * forward's MR x NR broadcast GEMM tile does S = Q K^T and acc += P V. P V gives the same bits either
- * way (gemm_rows is gemm's FMA chain); S = Q K^T differs by rounding (the
+ * forward's MR x NR broadcast GEMM tile does S = Q K^T and acc += P V.
+ * P V gives the same bits either way (gemm_rows is gemm's FMA chain); S = Q K^T differs by rounding (the
  * GEMM's chain in order of d vs gemm_nt's lanes and tree).
  */
 #include <math.h>

@@ -63,10 +63,9 @@
 #define FA_DECODE_WIDE_BYTES (768u << 10)
 
 /* Keys per P V call on the wide path (at most block_n). Each call loads and
- * stores its acc tiles once, so pieces of NR keys paid that 8 times a
- * step: a one-thread forward at seq 64 (8 heads, d 128) took 12% longer
- * with NR than with 64; 32 kept half the gain. 64 rows of V widened to
- * f32 are 32 KiB at d 128. */
+ * stores its acc tiles once, so calls of NR keys paid that several times a
+ * step (docs/performance.md, "The measurements behind the code's
+ * constants"); 64 rows of V widened to f32 are 32 KiB at d 128. */
 #define FA_DECODE_PV_KEYS 64
 
 /* n items of at most `most` each, as even as possible: the item size. */

@@ -26,7 +26,7 @@ typedef struct fa_decode_plan {
     int64_t rows;           /* most rows of an item: heads_per_item * group * queries_per_item */
     int wide_piece;         /* wide path (many rows per kv-head): keys per widened piece of
                                K and V (the GEMM kernel's NR); 0: the cache-reading kernels */
-    int pv_piece;           /* wide path: keys per P V call (>= wide_piece, <= block_n) */
+    int pv_piece;           /* wide path: keys per P V call: min(block_n, FA_DECODE_PV_KEYS) */
     int s_stride;           /* row stride of S (block_n, plus 16 on the wide path) */
     fa_layout ws;           /* FA_DECODE_WS_*: the whole workspace */
     fa_layout thread;       /* FA_DECODE_THREAD_*: one thread's tiles */

@@ -168,12 +168,9 @@ static inline __attribute__((always_inline)) void block8(float *dst, int64_t ldd
 
 /* Fewer than 8 rows, 8 whole columns: each row's columns widened, then
  * each element extracted straight to its destination row (VEXTRACTPS to
- * memory). The 8 x 8 register transpose, through a zeroed block and back,
- * costs the same for one row as for eight: for the one key of a 1 x 1
- * call it was 42% of the instructions. From 4 to 7 rows too: through the
- * block, 4 keys of 8 heads of d 128 took 12 variable-length memcpy calls
- * per 8 columns, and a forward of 4 x 4 with its LSE 13.9 us against 9.9
- * (docs/performance.md). */
+ * memory). A register transpose of a padded block costs the same for one
+ * row as for eight, and padding a block takes copies of a run-time
+ * length (docs/performance.md, small shapes on Zen 2). */
 #define FA_PUT_LANE(h, lane, to)                    \
     do {                                            \
         const int bits_ = _mm_extract_ps(h, lane);  \
@@ -200,8 +197,7 @@ static inline __attribute__((always_inline)) void few8(float *dst, int64_t ldd, 
 /* Fewer than 8 columns (of any number of rows): each element widened
  * where it lies and stored in its place, a row of dst (one column of src)
  * at a time. The backward's dQ^T goes back to rows this way when a
- * q-block ends in fewer than 8 queries; from 4 columns up the zeroed
- * block's memcpy calls made backwards of 4-12 queries 2-7% slower. */
+ * q-block ends in fewer than 8 queries. */
 static void few_cols(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flashattn_dtype dt, int rr,
                      int cc) {
     for (int c = 0; c < cc; c++)
@@ -210,10 +206,9 @@ static void few_cols(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flas
 
 /* 8 x 8 blocks in registers; a partial block (the last keys of a length
  * that is no multiple of 8, the last columns of a head_dim that is none)
- * by few8 or few_cols. Both used to go through a zeroed whole block, with
- * variable-length memcpy calls in and out (AVX2 has no masked 16-bit
- * loads): level with few_cols on the last columns of head_dim 60, 68 and
- * 100, slower on every other partial block. */
+ * by few8 or few_cols, not through a zeroed whole block: AVX2 has no
+ * masked 16-bit loads, so filling one takes copies of a run-time length,
+ * slower on every partial block measured. */
 void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, flashattn_dtype dt,
                        int rows, int64_t cols) {
     FA_KERNEL_CONTRACT(rows >= 0 && cols >= 0 && fa_dtype_valid(dt));

@@ -1,10 +1,10 @@
 /*
  * AVX2 row kernels (the "Vector" unit): max, exp2-and-sum, scale, column
  * scales. Contract (kernels.h): rows of any length n >= 0, any alignment;
- * 8 floats per vector. AVX2 has no cheap lane masks, so the last n % 8
- * elements go through the scalar reference formula (row_max, scale,
- * scale_cols: bit-identical) or
- * a -inf padded vector (exp2_sum: the same exp2 on every element).
+ * 8 floats per vector. The last n % 8 elements go through the scalar
+ * reference formula (row_max, scale, scale_cols: bit-identical) or a
+ * -inf padded vector read under a mask (exp2_sum: the same exp2 on every
+ * element).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -80,9 +80,8 @@ float fa_exp2_sum_avx2(float *x, int64_t n, float m) {
          * is unchanged and only the n - i real elements are written back.
          * It is read under a mask (no lane past n is touched), not
          * assembled in memory: scalar stores read back as one vector miss
-         * store forwarding, and with the two variable-length copies that
-         * made a 4-key row's call cost about 160 cycles (a quarter of a
-         * 4 x 4 forward). */
+         * store forwarding, which with two copies of a run-time length
+         * made a short row's call a visible share of a 4 x 4 forward. */
         const int64_t len = n - i < 8 ? n - i : 8;
         const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)len), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         const __m256 v = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(x + i, live),
