@@ -5,9 +5,11 @@
 #ifdef _OPENMP
 #include <omp.h>
 static inline int fa_thread_id(void) { return omp_get_thread_num(); }
+static inline int fa_team_size(void) { return omp_get_num_threads(); }
 static inline int fa_default_threads(void) { return omp_get_max_threads(); }
 #else
 static inline int fa_thread_id(void) { return 0; }
+static inline int fa_team_size(void) { return 1; }
 static inline int fa_default_threads(void) { return 1; }
 #endif
 

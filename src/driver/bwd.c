@@ -55,15 +55,6 @@ static double row_dot(const float *x, const float *y, int64_t n, int careful) {
     return ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
 }
 
-/* One row of a column panel (nr floats). With nr a literal the copy is
- * inlined: a memcpy call of a run-time length per panel and row was a
- * visible share of a short backward. */
-static inline void panel_row(float *to, const float *from, int64_t nr) {
-    if (nr == 16) memcpy(to, from, 16 * sizeof(float));
-    else if (nr == 32) memcpy(to, from, 32 * sizeof(float));
-    else memcpy(to, from, (size_t)nr * sizeof(float));
-}
-
 static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_kernels *kern,
                         const fa_seq *seq, int64_t hk, void *gbase, int64_t hi, int64_t qb,
                         float *tmp) {
@@ -123,8 +114,8 @@ static void pack_qblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const
             fa_pairs_down((uint32_t *)dop, nr, fa_row_ptr(pb->dout, b, q0 + i, h), dv);
         }
         kern->scale(qr, d, pb->scale);
-        for (int64_t p = 0; p < plan->col_panels; p++) panel_row(qs + (p * sq + i) * nr, qr + p * nr, nr);
-        for (int64_t p = 0; p < plan->col_panels_v; p++) panel_row(dos + (p * sq + i) * nr, dr + p * nr, nr);
+        for (int64_t p = 0; p < plan->col_panels; p++) fa_panel_row(qs + (p * sq + i) * nr, qr + p * nr, nr);
+        for (int64_t p = 0; p < plan->col_panels_v; p++) fa_panel_row(dos + (p * sq + i) * nr, dr + p * nr, nr);
         qp[d * nr] = lse2(lse[i]);
         dop[dv * nr] = (float)row_dot(dr, orow, dv, kern->careful);
     }

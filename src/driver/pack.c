@@ -1,7 +1,6 @@
 /* K/V packing: O(seq_k * head_dim) per group, done once per call. */
 #include "driver/pack.h"
 
-#include <string.h>
 
 void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                int64_t j0, int64_t j1, float *dst) {
@@ -24,6 +23,7 @@ void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, 
      * compactly as a dense call on it */
     const int64_t d = pb->head_dim_v, dp = pb->head_dim_v_pad, rows = seq->seq_k, nr = kern->nr;
     const int64_t es = fa_dtype_bytes(pb->v->dtype);
+    const int f32 = pb->v->dtype == FLASHATTN_F32;
     for (int64_t j = j0; j < j1; j++) {
         const char *vrow = (const char *)fa_row_ptr(pb->v, seq->kb, seq->k0 + j, hk);
         fa_prefetch_rows_ahead(pb->v, vrow, FA_ROW_AHEAD);
@@ -32,7 +32,8 @@ void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, 
         for (int64_t c = 0; c < dp; c += nr) {
             const int64_t w = dp - c < nr ? dp - c : nr, in = d - c < w ? (d > c ? d - c : 0) : w;
             float *out = dst + c * rows + j * w;
-            if (in > 0) kern->load(out, vrow + c * es, pb->v->dtype, in, 1.0f);
+            if (f32 && in == w) fa_panel_row(out, (const float *)vrow + c, w);
+            else if (in > 0) kern->load(out, vrow + c * es, pb->v->dtype, in, 1.0f);
             if (in < w) memset(out + in, 0, (size_t)(w - in) * sizeof(float));
         }
     }

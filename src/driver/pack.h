@@ -6,6 +6,8 @@
 #ifndef FA_DRIVER_PACK_H
 #define FA_DRIVER_PACK_H
 
+#include <string.h>
+
 #include "core/problem.h"
 #include "kernels/kernels.h"
 
@@ -21,6 +23,15 @@ void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, 
  * so the P.V tile streams its B operand contiguously. */
 void fa_pack_v(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                int64_t j0, int64_t j1, float *dst);
+
+/* One row of a column panel (nr floats). With nr a literal the copy is
+ * inlined: a call per panel and row (memcpy of a run-time length, or the
+ * kernels' load) was a visible share of short calls. */
+static inline void fa_panel_row(float *to, const float *from, int64_t nr) {
+    if (nr == 16) memcpy(to, from, 16 * sizeof(float));
+    else if (nr == 32) memcpy(to, from, 32 * sizeof(float));
+    else memcpy(to, from, (size_t)nr * sizeof(float));
+}
 
 /* Pairs (2p, 2p + 1) of a row of d bf16, one 32-bit pair every `stride`
  * pairs down dst, element 2p in the low half; an odd d's last pair has 0

@@ -15,6 +15,7 @@
 
 #include "core/size.h"
 #include "core/status.h"
+#include "core/share.h"
 #include "core/threads.h"
 #include "plan/cpu_caches.h"
 #include "plan/tile_rule.h"
@@ -231,6 +232,7 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     fa_layout_array(&plan->ws, FA_FWD_WS_TILES, "mask tiles", 1, tiles);
     fa_layout_array(&plan->ws, FA_FWD_WS_SEQS, "sequence tiles", plan->per_seq ? (size_t)pb->batch + 1 : 0,
                     sizeof(fa_fwd_seq_tiles));
+    fa_layout_array(&plan->ws, FA_FWD_WS_SHARE, "work ranges", 2 * (size_t)plan->threads, sizeof(fa_share_range));
     if (plan->ws.overflow) return fa_fail(FLASHATTN_ERR_OVERFLOW, "workspace size overflows size_t");
     plan->workspace_bytes = fa_layout_workspace_bytes(&plan->ws);
     return FLASHATTN_OK;

@@ -45,10 +45,12 @@ typedef struct fa_fwd_plan {
     size_t workspace_bytes;   /* ws, plus alignment slack */
 } fa_fwd_plan;
 
-/* The workspace: groups_per_pass group areas, one tile area a thread, and
- * the boolean mask's tile summary (driver/score_tiles.h; empty without a
- * mask): [mask slices][ceil(seq_q / block_m)][ceil(seq_k / block_n)] bytes. */
-enum { FA_FWD_WS_GROUPS, FA_FWD_WS_THREADS, FA_FWD_WS_TILES, FA_FWD_WS_SEQS };
+/* The workspace: groups_per_pass group areas, one tile area a thread, the
+ * boolean mask's tile summary (driver/score_tiles.h; empty without a
+ * mask): [mask slices][ceil(seq_q / block_m)][ceil(seq_k / block_n)] bytes,
+ * and each thread's ranges of a pass's packing and q-blocks
+ * (core/share.h: threads ranges of packing, then threads of q-blocks). */
+enum { FA_FWD_WS_GROUPS, FA_FWD_WS_THREADS, FA_FWD_WS_TILES, FA_FWD_WS_SEQS, FA_FWD_WS_SHARE };
 /* per_seq: each sequence's tiles and the work items before it, batch + 1
  * entries (the last: the total), filled by fa_fwd_run. */
 typedef struct {
