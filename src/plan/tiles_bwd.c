@@ -11,11 +11,13 @@
  *     dQ^T tile                 d * block_m
  * plus, streamed per step from the packed heads, Qs/dO rows and panels
  * (2 * block_m * (d + dv + 2)). block_m is 128; block_n fills 3/4 of L2 with
- * the item's data (auto_block_n). Smaller tiles run slower
- * (docs/performance.md): the dK/dV products run over block_m query rows
- * per call and the dQ product over block_n keys, short calls spend more of
- * their time loading and storing the C tile, and each Q/dO panel streamed
- * from L2 serves block_n / MR tiles.
+ * the item's data (auto_block_n), but is never below FA_BWD_MIN_KEYS.
+ * Smaller tiles run slower (docs/performance.md): the dK/dV products run
+ * over block_m query rows per call and the dQ product over block_n keys,
+ * short calls spend more of their time loading and storing the C tile,
+ * and each Q/dO panel streamed from L2 serves block_n / MR tiles. Where
+ * L2 is small the item's data then overflows it into L3, which costs less
+ * than the shorter calls would.
  *
  * block_n and the number of deterministic chunks never depend on the thread
  * count: a dQ element is summed per kv-block and then over kv-blocks in an
@@ -39,6 +41,8 @@
 #define FA_BWD_L2_SHARE_DEN 4
 #define FA_BWD_L2_DEFAULT ((int64_t)1 << 20)
 #define FA_BWD_MAX_KEYS 360
+/* Fewest keys per item the L2 share may give (docs/performance.md). */
+#define FA_BWD_MIN_KEYS 252
 /* dK and dV elements (both together) from which they are written around
  * the caches (kern->store_stream): 4 MiB of f32. Few queries against many
  * keys make the backward a stream of K, V in and dK, dV out, where plain
@@ -56,7 +60,8 @@ static int bytes3(size_t a, size_t b, size_t c, size_t *r) {
 /* Keys per work item: whole register tiles down the key rows, as many as
  * keep the item's own data within FA_BWD_L2_SHARE of L2 (per key: K and V
  * rows with their -1 column, K^T, dK and dV, the S^T and dP^T rows of a
- * block_m step; plus the dQ^T tile), at most FA_BWD_MAX_KEYS. More keys
+ * block_m step; plus the dQ^T tile), at least FA_BWD_MIN_KEYS, at most
+ * FA_BWD_MAX_KEYS. More keys
  * per item means each streamed Q/dO panel serves more register tiles
  * while it is in L1. Depends on the problem and the CPU, never on the
  * thread count. */
@@ -68,6 +73,7 @@ static int auto_block_n(const fa_problem *pb, const fa_kernels *kern, int64_t bm
     const int64_t per_key = (int64_t)sizeof(float) * ((d + 1) + (dv + 1) + d + dp + dvp + 2 * bm);
     const int64_t fixed = (int64_t)sizeof(float) * d * bm;
     int64_t bn = (l2 * FA_BWD_L2_SHARE_NUM / FA_BWD_L2_SHARE_DEN - fixed) / per_key / mr * mr;
+    if (bn < FA_BWD_MIN_KEYS / mr * mr) bn = FA_BWD_MIN_KEYS / mr * mr;
     if (bn > FA_BWD_MAX_KEYS / mr * mr) bn = FA_BWD_MAX_KEYS / mr * mr;
     if (bn < mr) bn = mr;
     const int64_t need = (pb->seq_k + mr - 1) / mr * mr;
