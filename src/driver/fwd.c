@@ -81,6 +81,10 @@ static int64_t pass_items_before(const fwd_run_state *r, int64_t g0, int64_t g) 
     return (g - g0) * r->pb->group * r->qblocks;
 }
 
+static int64_t group_items(const fwd_run_state *r, int64_t g0, int64_t g) {
+    return pass_items_before(r, g0, g + 1) - pass_items_before(r, g0, g);
+}
+
 static double item_cost(const fwd_run_state *r, int64_t g) {
     if (!r->seqs) return 1.0;
     const int64_t b = g / r->pb->heads_kv;
@@ -96,10 +100,10 @@ static int64_t items_cut(const fwd_run_state *r, int64_t g0, int64_t ng, int tea
     if (!r->seqs) return fa_share_cut(n, team, k);
     double total = 0.0, at = 0.0;
     for (int64_t g = g0; g < g0 + ng; g++)
-        total += item_cost(r, g) * (double)(pass_items_before(r, g0, g + 1) - pass_items_before(r, g0, g));
+        total += item_cost(r, g) * (double)group_items(r, g0, g);
     const double target = total * k / team;
     for (int64_t g = g0; g < g0 + ng; g++) {
-        const int64_t first = pass_items_before(r, g0, g), count = pass_items_before(r, g0, g + 1) - first;
+        const int64_t first = pass_items_before(r, g0, g), count = group_items(r, g0, g);
         const double each = item_cost(r, g);
         if (count && at + each * (double)count >= target) {
             const double need = (target - at) / each;
@@ -118,7 +122,7 @@ static int64_t items_cut(const fwd_run_state *r, int64_t g0, int64_t ng, int tea
 static int64_t chunks_cut(const fwd_run_state *r, int64_t g0, int64_t ng, int64_t x) {
     const int64_t nc = r->nchunks;
     for (int64_t g = g0; g < g0 + ng; g++) {
-        const int64_t first = pass_items_before(r, g0, g), count = pass_items_before(r, g0, g + 1) - first;
+        const int64_t first = pass_items_before(r, g0, g), count = group_items(r, g0, g);
         for (int64_t c = 0; c < nc; c++)
             if ((double)first + (double)count * ((double)c + 0.5) / (double)nc >= (double)x)
                 return (g - g0) * nc + c;

@@ -1,6 +1,7 @@
 /* K/V packing: O(seq_k * head_dim) per group, done once per call. */
 #include "driver/pack.h"
 
+#include <string.h>
 
 void fa_pack_k(const fa_problem *pb, const fa_kernels *kern, const fa_seq *seq, int64_t hk,
                int64_t j0, int64_t j1, float *dst) {
