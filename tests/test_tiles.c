@@ -62,9 +62,10 @@ static void test_rule_invariants(void) {
 
 /* The rule's outputs for representative cases, worked out by hand from the
  * footprint model: this machine's caches (Ice Lake server: 48 KiB L1d,
- * 1.25 MiB L2) with the AVX-512 (12 x 32) and portable (4 x 16) kernels, a
- * client core (32 KiB, 256 KiB, which unknown caches also assume), and the
- * 8-bit P V route. Masks take the same tiles (tile_rule.c). */
+ * 1.25 MiB L2) with the AVX-512 (12 x 32) and portable (4 x 16) kernels,
+ * a Zen 2 core (32 KiB, 512 KiB) with the AVX2 kernel (6 x 16), a client
+ * core (32 KiB, 256 KiB, which unknown caches also assume), and the 8-bit
+ * P V route. Masks take the same tiles (tile_rule.c). */
 static void test_rule_values(void) {
     static const struct {
         int64_t seq, d, l1, l2;
@@ -78,13 +79,19 @@ static void test_rule_values(void) {
         {4096, 64, 48 << 10, 1280 << 10, 12, 32, 156, 256, "(48 KiB - 8 KiB panel) / 256 B: 160 rows"},
         {8192, 64, 48 << 10, 1280 << 10, 12, 32, 192, 256, "K and V 4 MiB > 2 L2: 192 rows, within L2/2"},
         {4096, 32, 48 << 10, 1280 << 10, 12, 32, 252, 256, "L1d allows 352 rows: capped at 256"},
-        {4096, 256, 48 << 10, 1280 << 10, 12, 32, 144, 128,
-         "K/V at 256 keys is 512 KiB > L2/4; K and V 8 MiB > 2 L2, and 144 rows fit L2/2"},
-        {1024, 256, 48 << 10, 1280 << 10, 12, 32, 96, 128, "K and V 2 MiB <= 2 L2: 96 rows"},
+        {4096, 256, 48 << 10, 1280 << 10, 12, 32, 144, 256,
+         "K/V at 256 keys is 512 KiB > L2/4: 128 keys, raised to the 256-key floor (P.V 32 + 12 KiB <= L1d); "
+         "K and V 8 MiB > 2 L2, and 144 rows fit L2/2 beside the 128-key block"},
+        {1024, 256, 48 << 10, 1280 << 10, 12, 32, 96, 256, "K and V 2 MiB <= 2 L2: 96 rows; the 256-key floor"},
+        {1024, 128, 32 << 10, 512 << 10, 6, 16, 84, 256,
+         "AVX2 on a 512 KiB L2: K/V at 256 keys 256 KiB > L2/4: 128 keys, floor 256 (P.V 16 + 6 KiB <= L1d); "
+         "84 rows fit L2/2 beside the 128-key block"},
+        {1024, 256, 32 << 10, 512 << 10, 6, 16, 54, 256, "the same at d 256: 64 keys by L2/4, floor 256; 54 rows"},
         {4096, 128, 48 << 10, 1280 << 10, 4, 16, 188, 256,
          "512 keys: K/V 512 KiB > L2/4; K and V > 2 L2: 192 rows, 188 within L2/2"},
         {4096, 128, 48 << 10, 1280 << 10, 6, 16, 186, 256, "AVX2 6 x 16: 2056 B a row + 256 KiB within L2/2: 186"},
-        {4096, 128, 32 << 10, 256 << 10, 12, 32, 48, 64, "client core: 1288 bm + 64 KiB <= L2/2"},
+        {4096, 128, 32 << 10, 256 << 10, 12, 32, 48, 64,
+         "client core: 1288 bm + 64 KiB <= L2/2; no floor: P.V at 256 keys (32 + 12 KiB) > L1d"},
         {4096, 128, 0, 0, 12, 32, 48, 64, "unknown caches: the client core's"},
         /* the last four: the 8-bit P V route (q.pv8 below) */
         {4096, 128, 48 << 10, 1280 << 10, 12, 32, 132, 512,

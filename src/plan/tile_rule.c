@@ -20,7 +20,14 @@
  * NR) whose P.V step fits L1d and whose K/V block takes at most a quarter
  * of L2. Larger blocks amortise the per-block work of the online softmax
  * (row max, rescaling the accumulator, one GEMM call per register tile).
- * It depends on the caches, head_dim and seq_k only, never on threads.
+ * But never below FA_TILE_MIN_KEYS while the P.V step at that length still
+ * fits L1d: on a 512 KiB L2 the quarter gave 128 keys at d 128 and 64 at
+ * d 256, and 256 keys ran 2-10% faster at every length and head_dim tried
+ * though K and V then overflow L2 (the backward's items showed the same,
+ * FA_BWD_MIN_KEYS; docs/performance.md, "Forward: kv-blocks of at least
+ * 256 keys"). block_m is still sized against the quarter-of-L2 block: the
+ * floor lengthens the key loop, not the tiles a q-block keeps. block_n
+ * depends on the caches, head_dim and seq_k only, never on threads.
  *
  * block_m: a multiple of MR (every register tile full), as large as lets
  * the Q tile and one K panel share L1d: the Q.K^T step sweeps the whole Q
@@ -110,6 +117,13 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
             break;
         }
     }
+    /* the block_m below is sized against this block; the floor only
+     * lengthens the key loop */
+    const int model_bn = bn;
+    if (bn < FA_TILE_MIN_KEYS && FA_TILE_MIN_KEYS % q->nr == 0) {
+        fa_tile_footprint_of(q, q->mr, FA_TILE_MIN_KEYS, &f);
+        if (f.pv_step <= l1) bn = FA_TILE_MIN_KEYS;
+    }
     const int64_t kneed = fa_round_up_i64(q->seq_k > 0 ? q->seq_k : 1, q->nr);
     if (kneed < bn) bn = (int)kneed;
     const int64_t kvb = q->pv8 ? 1 : q->elem_bytes; /* K's (and the Q.K^T step's Q rows') */
@@ -123,7 +137,7 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
     if (cap > 256) cap = 256 / q->mr * q->mr;
     int bm = q->mr;
     for (int c = (int)cap; c >= q->mr; c -= q->mr) {
-        fa_tile_footprint_of(q, c, bn, &f);
+        fa_tile_footprint_of(q, c, kneed < model_bn ? (int)kneed : model_bn, &f);
         if (f.tiles <= l2 / 2) {
             bm = c;
             break;

@@ -55,6 +55,10 @@ int fa_tile_fit_threads(const fa_tile_query *q, int block_m);
 #define FA_TILE_STREAM_ROWS 192
 #define FA_TILE_STREAM_L2 2
 
+/* Fewest keys in a kv-block where the P.V step still fits L1d (see
+ * tile_rule.c). */
+#define FA_TILE_MIN_KEYS 256
+
 /* Largest tile side the rule gives. */
 #define FA_MAX_TILE_RULE 512
 
