@@ -68,8 +68,16 @@ float fa_exp2_sum_avx2(float *x, int64_t n, float m) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m256 e0 = fa_exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        const __m256 e1 = fa_exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        const __m256 t0 = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        const __m256 t1 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm);
+        __m256 e0, e1;
+        if (fa_exp2_all_normal_avx2(t0, t1)) {
+            e0 = fa_exp2_normal_avx2(t0);
+            e1 = fa_exp2_normal_avx2(t1);
+        } else {
+            e0 = fa_exp2_avx2(t0);
+            e1 = fa_exp2_avx2(t1);
+        }
         _mm256_storeu_ps(x + i, e0);
         _mm256_storeu_ps(x + i + 8, e1);
         s0 = _mm256_add_ps(s0, e0);
