@@ -21,13 +21,13 @@
  * of L2. Larger blocks amortise the per-block work of the online softmax
  * (row max, rescaling the accumulator, one GEMM call per register tile).
  * But never below FA_TILE_MIN_KEYS while the P.V step at that length still
- * fits L1d: on a 512 KiB L2 the quarter gave 128 keys at d 128 and 64 at
- * d 256, and 256 keys ran 2-10% faster at every length and head_dim tried
- * though K and V then overflow L2 (the backward's items showed the same,
- * FA_BWD_MIN_KEYS; docs/performance.md, "Forward: kv-blocks of at least
- * 256 keys"). block_m is still sized against the quarter-of-L2 block: the
- * floor lengthens the key loop, not the tiles a q-block keeps. block_n
- * depends on the caches, head_dim and seq_k only, never on threads.
+ * fits L1d: where L2 is small the quarter gives short blocks, and 256 keys
+ * ran faster at every length and head_dim tried although K and V then
+ * overflow L2 (the backward's items showed the same, FA_BWD_MIN_KEYS;
+ * docs/performance.md, "Forward: kv-blocks of at least 256 keys"). block_m
+ * is still sized against the quarter-of-L2 block: the floor lengthens the
+ * key loop, not the tiles a q-block keeps. block_n depends on the caches,
+ * head_dim and seq_k only, never on threads.
  *
  * block_m: a multiple of MR (every register tile full), as large as lets
  * the Q tile and one K panel share L1d: the Q.K^T step sweeps the whole Q
