@@ -438,6 +438,8 @@ static void test_exp2_dense(const fa_kernels *kn) {
  * lanes the same bits. (AVX2 takes a shorter form for steps whose results
  * are all normal and the two-factor form for the others: they must agree
  * bit for bit, on both sides of the edge at -125 too.) */
+static int hole(int i) { return i % 16 == 3 + 6 * (i / 16); } /* lanes 3, 25, 47 */
+
 static void test_exp2_elementwise(const fa_kernels *kn) {
     enum { N = 48 };
     const uint32_t lo = 0x80000000u, hi = 0xc3060000u; /* -0 .. -134 */
@@ -446,13 +448,12 @@ static void test_exp2_elementwise(const fa_kernels *kn) {
         static const float edge[6] = {-125.0f, -124.99999f, -125.00001f, -124.5f, -125.5f, -126.0f};
         const float t = c < cases ? fa_bits_f32(lo + (uint32_t)((uint64_t)(hi - lo) * c / (cases - 1))) : edge[c - cases];
         float a[N], b[N];
-        for (int i = 0; i < N; i++) a[i] = b[i] = t;
-        b[3] = b[16 + 9] = b[32 + 15] = -INFINITY;
+        for (int i = 0; i < N; i++) a[i] = t, b[i] = hole(i) ? -INFINITY : t;
         kn->exp2_sum(a, N, 0.0f);
         kn->exp2_sum(b, N, 0.0f);
         int bad = -1;
         for (int i = 0; i < N && bad < 0; i++)
-            if (i != 3 && i != 25 && i != 47 && fa_f32_bits(a[i]) != fa_f32_bits(b[i])) bad = i;
+            if (!hole(i) && fa_f32_bits(a[i]) != fa_f32_bits(b[i])) bad = i;
         TT_CHECK(bad < 0, "[%s] exp2_sum: t = %a gives %a alone, %a beside a -inf (lane %d)", kn->isa, t,
                  bad < 0 ? 0.0 : a[bad], bad < 0 ? 0.0 : b[bad], bad);
     }

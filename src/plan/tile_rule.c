@@ -117,14 +117,14 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
             break;
         }
     }
-    /* the block_m below is sized against this block; the floor only
+    const int64_t kneed = fa_round_up_i64(q->seq_k > 0 ? q->seq_k : 1, q->nr);
+    /* the block the block_m below is sized against; the floor only
      * lengthens the key loop */
-    const int model_bn = bn;
+    const int model_bn = kneed < bn ? (int)kneed : bn;
     if (bn < FA_TILE_MIN_KEYS && FA_TILE_MIN_KEYS % q->nr == 0) {
         fa_tile_footprint_of(q, q->mr, FA_TILE_MIN_KEYS, &f);
         if (f.pv_step <= l1) bn = FA_TILE_MIN_KEYS;
     }
-    const int64_t kneed = fa_round_up_i64(q->seq_k > 0 ? q->seq_k : 1, q->nr);
     if (kneed < bn) bn = (int)kneed;
     const int64_t kvb = q->pv8 ? 1 : q->elem_bytes; /* K's (and the Q.K^T step's Q rows') */
     const int64_t row = q->head_dim * kvb, panel = q->nr * row;
@@ -137,7 +137,7 @@ void fa_tile_rule(const fa_tile_query *q, int *block_m, int *block_n) {
     if (cap > 256) cap = 256 / q->mr * q->mr;
     int bm = q->mr;
     for (int c = (int)cap; c >= q->mr; c -= q->mr) {
-        fa_tile_footprint_of(q, c, kneed < model_bn ? (int)kneed : model_bn, &f);
+        fa_tile_footprint_of(q, c, model_bn, &f);
         if (f.tiles <= l2 / 2) {
             bm = c;
             break;

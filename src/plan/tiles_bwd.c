@@ -61,10 +61,9 @@ static int bytes3(size_t a, size_t b, size_t c, size_t *r) {
  * keep the item's own data within FA_BWD_L2_SHARE of L2 (per key: K and V
  * rows with their -1 column, K^T, dK and dV, the S^T and dP^T rows of a
  * block_m step; plus the dQ^T tile), at least FA_BWD_MIN_KEYS, at most
- * FA_BWD_MAX_KEYS. More keys
- * per item means each streamed Q/dO panel serves more register tiles
- * while it is in L1. Depends on the problem and the CPU, never on the
- * thread count. */
+ * FA_BWD_MAX_KEYS. More keys per item means each streamed Q/dO panel
+ * serves more register tiles while it is in L1. Depends on the problem
+ * and the CPU, never on the thread count. */
 static int auto_block_n(const fa_problem *pb, const fa_kernels *kern, int64_t bm) {
     const int64_t d = pb->head_dim, dp = pb->head_dim_pad, mr = kern->mr;
     const int64_t dv = pb->head_dim_v, dvp = pb->head_dim_v_pad;
