@@ -33,9 +33,9 @@ static inline __attribute__((always_inline)) void tile(const int m, int64_t k, c
 #pragma GCC unroll 6
         for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     }
-    /* Unrolled: the loop's own instructions (the row addresses, the
-     * counter) take issue slots from the FMAs here; 4 steps a trip ran the
-     * tile in L1 3-6% faster at k 96-256 (docs/performance.md). */
+    /* Four steps a trip: otherwise the loop's own instructions (row
+     * addresses, counter, branch) take issue slots the FMAs need
+     * (docs/performance.md, "GEMM tile: four k steps a trip"). */
 #pragma GCC unroll 4
     for (int64_t p = 0; p < k; p++) {
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
