@@ -601,7 +601,7 @@ static void test_transpose(const fa_kernels *kn, uint64_t *rng) {
     }
     src[5] = fa_bits_f32(0x7fc00001u);
     src[77] = fa_bits_f32(0xff800000u);
-    static const int64_t colsv[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 34, 35, 40, 64, 80, 96, 128, 256};
+    static const int64_t colsv[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 17, 31, 32, 33, 34, 35, 40, 64, 80, 96, 128, 256};
     static const int64_t lddv[] = {16, 32, 33, 64 + 5};
     for (int rows = 0; rows <= maxr; rows++)
         for (size_t ci = 0; ci < sizeof colsv / sizeof colsv[0]; ci++)
@@ -638,7 +638,7 @@ static void test_transpose_page_end(const fa_kernels *kn) {
              "[%s] transpose page end: no guard page", kn->isa);
     if (map == MAP_FAILED) return;
     static const int rowsv[] = {1, 2, 5, 9, 16, 18, 21, 24};
-    static const int64_t colsv[] = {1, 3, 7, 17, 33, 40};
+    static const int64_t colsv[] = {1, 3, 4, 7, 17, 33, 40};
     float *x = alloc_floats(40 * 24), *y = alloc_floats(40 * 24);
     for (size_t r = 0; r < sizeof rowsv / sizeof rowsv[0]; r++)
         for (size_t c = 0; c < sizeof colsv / sizeof colsv[0]; c++)

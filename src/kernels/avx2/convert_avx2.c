@@ -166,19 +166,47 @@ static inline __attribute__((always_inline)) void block8(float *dst, int64_t ldd
     for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, t[i]);
 }
 
-/* Fewer than 8 rows, 8 whole columns: each row's columns widened, then
- * each element extracted straight to its destination row (VEXTRACTPS to
- * memory). A register transpose of a padded block costs the same for one
- * row as for eight, and padding a block takes copies of a run-time
- * length (docs/performance.md, small shapes on Zen 2). */
+/* Four rows, 8 whole columns: the first two stages of block8 leave each
+ * column's 4 elements in one 128-bit lane, stored as one vector; element
+ * by element this was most of a 4-query backward's transposes. */
+static inline __attribute__((always_inline)) void rows4(float *dst, int64_t ldd, const char *s0, int64_t ldsb,
+                                                        flashattn_dtype dt) {
+    const __m256 x0 = widen8(s0, dt, 0), x1 = widen8(s0 + ldsb, dt, 0);
+    const __m256 x2 = widen8(s0 + 2 * ldsb, dt, 0), x3 = widen8(s0 + 3 * ldsb, dt, 0);
+    const __m256 t0 = _mm256_unpacklo_ps(x0, x1), t1 = _mm256_unpackhi_ps(x0, x1);
+    const __m256 t2 = _mm256_unpacklo_ps(x2, x3), t3 = _mm256_unpackhi_ps(x2, x3);
+    /* y_p, 128-bit lane L: column 4L + p of the 4 rows */
+    const __m256 y0 = _mm256_shuffle_ps(t0, t2, 0x44), y1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 y2 = _mm256_shuffle_ps(t1, t3, 0x44), y3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    _mm_storeu_ps(dst, _mm256_castps256_ps128(y0));
+    _mm_storeu_ps(dst + ldd, _mm256_castps256_ps128(y1));
+    _mm_storeu_ps(dst + 2 * ldd, _mm256_castps256_ps128(y2));
+    _mm_storeu_ps(dst + 3 * ldd, _mm256_castps256_ps128(y3));
+    _mm_storeu_ps(dst + 4 * ldd, _mm256_extractf128_ps(y0, 1));
+    _mm_storeu_ps(dst + 5 * ldd, _mm256_extractf128_ps(y1, 1));
+    _mm_storeu_ps(dst + 6 * ldd, _mm256_extractf128_ps(y2, 1));
+    _mm_storeu_ps(dst + 7 * ldd, _mm256_extractf128_ps(y3, 1));
+}
+
+/* Fewer than 8 rows, 8 whole columns: four of them by rows4, the rest each
+ * row's columns widened, then each element extracted straight to its
+ * destination row (VEXTRACTPS to memory). A register transpose of a
+ * padded block costs the same for one row as for eight, and padding a
+ * block takes copies of a run-time length (docs/performance.md, small
+ * shapes on Zen 2). Out of line: inlined, it made the caller's frame and
+ * every short call slower. */
 #define FA_PUT_LANE(h, lane, to)                    \
     do {                                            \
         const int bits_ = _mm_extract_ps(h, lane);  \
         memcpy(to, &bits_, sizeof bits_);           \
     } while (0)
-static inline __attribute__((always_inline)) void few8(float *dst, int64_t ldd, const char *s0, int64_t ldsb,
-                                                       flashattn_dtype dt, int rr) {
-    for (int i = 0; i < rr; i++) {
+static void few8(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flashattn_dtype dt, int rr) {
+    int i = 0;
+    if (rr >= 4) {
+        rows4(dst, ldd, s0, ldsb, dt);
+        i = 4;
+    }
+    for (; i < rr; i++) {
         const __m256 x = fa256_widen(dt, s0 + i * ldsb);
         const __m128 lo = _mm256_castps256_ps128(x), hi = _mm256_extractf128_ps(x, 1);
         float *d = dst + i;
@@ -194,14 +222,42 @@ static inline __attribute__((always_inline)) void few8(float *dst, int64_t ldd, 
 }
 #undef FA_PUT_LANE
 
+/* Eight f32 rows, 4 whole columns: rows i and i + 4 share a register,
+ * whose lanes the same two stages turn into the 8 rows of one column. */
+static inline __attribute__((always_inline)) void cols4(float *dst, int64_t ldd, const float *s0, int64_t lds) {
+#define FA_ROWS_I_I4(i) \
+    _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0 + (i) * lds)), _mm_loadu_ps(s0 + ((i) + 4) * lds), 1)
+    const __m256 z0 = FA_ROWS_I_I4(0), z1 = FA_ROWS_I_I4(1), z2 = FA_ROWS_I_I4(2), z3 = FA_ROWS_I_I4(3);
+#undef FA_ROWS_I_I4
+    const __m256 t0 = _mm256_unpacklo_ps(z0, z1), t1 = _mm256_unpackhi_ps(z0, z1);
+    const __m256 t2 = _mm256_unpacklo_ps(z2, z3), t3 = _mm256_unpackhi_ps(z2, z3);
+    _mm256_storeu_ps(dst, _mm256_shuffle_ps(t0, t2, 0x44));
+    _mm256_storeu_ps(dst + ldd, _mm256_shuffle_ps(t0, t2, 0xee));
+    _mm256_storeu_ps(dst + 2 * ldd, _mm256_shuffle_ps(t1, t3, 0x44));
+    _mm256_storeu_ps(dst + 3 * ldd, _mm256_shuffle_ps(t1, t3, 0xee));
+}
+
 /* Fewer than 8 columns (of any number of rows): each element widened
  * where it lies and stored in its place, a row of dst (one column of src)
- * at a time. The backward's dQ^T goes back to rows this way when a
- * q-block ends in fewer than 8 queries. */
+ * at a time. */
 static void few_cols(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flashattn_dtype dt, int rr,
                      int cc) {
     for (int c = 0; c < cc; c++)
         for (int i = 0; i < rr; i++) dst[c * ldd + i] = fa_widen(s0 + i * ldsb, dt, c);
+}
+
+/* All of an f32 source of fewer than 8 columns: its first 4 columns 8 rows
+ * at a time by cols4, the rest element by element with no dtype to test.
+ * The backward's dQ^T goes back to rows this way when a q-block ends in
+ * fewer than 8 queries. */
+static void narrow_f32(float *dst, int64_t ldd, const float *src, int64_t lds, int rows, int cols) {
+    int r0 = 0, c0 = 0;
+    if (cols >= 4) {
+        for (; r0 + 8 <= rows; r0 += 8) cols4(dst + r0, ldd, src + r0 * lds, lds);
+        c0 = 4;
+    }
+    for (int c = 0; c < cols; c++)
+        for (int i = c < c0 ? r0 : 0; i < rows; i++) dst[c * ldd + i] = src[i * lds + c];
 }
 
 /* 8 x 8 blocks in registers; a partial block (the last keys of a length
@@ -213,6 +269,10 @@ void fa_transpose_avx2(float *dst, int64_t ldd, const void *src, int64_t lds, fl
                        int rows, int64_t cols) {
     FA_KERNEL_CONTRACT(rows >= 0 && cols >= 0 && fa_dtype_valid(dt));
     const int64_t es = fa_dtype_bytes(dt);
+    if (dt == FLASHATTN_F32 && cols < 8) {
+        narrow_f32(dst, ldd, (const float *)src, lds, rows, (int)cols);
+        return;
+    }
     for (int r0 = 0; r0 < rows; r0 += 8) {
         const char *s0 = (const char *)src + r0 * lds * es;
         const int rr = rows - r0 < 8 ? rows - r0 : 8;
