@@ -142,50 +142,44 @@ static inline __m256 widen8(const void *src, flashattn_dtype dt, int64_t i) {
     return fa256_widen(dt, (const char *)src + i * fa_dtype_bytes(dt));
 }
 
+/* The first two stages of a register transpose, on 4 rows: afterwards
+ * x[p]'s 128-bit lane L holds column 4L + p of the 4 rows. */
+static inline __attribute__((always_inline)) void lanes4x4(__m256 x[4]) {
+    const __m256 t0 = _mm256_unpacklo_ps(x[0], x[1]), t1 = _mm256_unpackhi_ps(x[0], x[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(x[2], x[3]), t3 = _mm256_unpackhi_ps(x[2], x[3]);
+    x[0] = _mm256_shuffle_ps(t0, t2, 0x44);
+    x[1] = _mm256_shuffle_ps(t0, t2, 0xee);
+    x[2] = _mm256_shuffle_ps(t1, t3, 0x44);
+    x[3] = _mm256_shuffle_ps(t1, t3, 0xee);
+}
+
 /* One whole 8 x 8 block in registers: 8 source rows lds elements apart, 8
  * columns each, to 8 destination rows of 8 floats, ldd apart. */
 static inline __attribute__((always_inline)) void block8(float *dst, int64_t ldd, const char *s0, int64_t ldsb,
                                                          flashattn_dtype dt) {
-    __m256 x[8], t[8];
+    __m256 x[8];
     for (int i = 0; i < 8; i++) x[i] = widen8(s0 + i * ldsb, dt, 0);
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        x[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        x[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-        x[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        x[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-    }
-    /* x[4q + p], 128-bit lane L: column 4L + p of rows 4q .. 4q + 3 */
+    lanes4x4(x);
+    lanes4x4(x + 4);
+    /* x[4q + p], lane L: column 4L + p of rows 4q .. 4q + 3 */
     for (int p = 0; p < 4; p++) {
-        t[p] = _mm256_permute2f128_ps(x[p], x[4 + p], 0x20);
-        t[4 + p] = _mm256_permute2f128_ps(x[p], x[4 + p], 0x31);
+        _mm256_storeu_ps(dst + p * ldd, _mm256_permute2f128_ps(x[p], x[4 + p], 0x20));
+        _mm256_storeu_ps(dst + (4 + p) * ldd, _mm256_permute2f128_ps(x[p], x[4 + p], 0x31));
     }
-    for (int i = 0; i < 8; i++) _mm256_storeu_ps(dst + i * ldd, t[i]);
 }
 
-/* Four rows, 8 whole columns: the first two stages of block8 leave each
- * column's 4 elements in one 128-bit lane, stored as one vector; element
- * by element this was most of a 4-query backward's transposes. */
+/* Four rows, 8 whole columns: after lanes4x4 each column's 4 elements
+ * sit in one 128-bit lane, stored as one vector; element by element this
+ * was most of a 4-query backward's transposes. */
 static inline __attribute__((always_inline)) void rows4(float *dst, int64_t ldd, const char *s0, int64_t ldsb,
                                                         flashattn_dtype dt) {
-    const __m256 x0 = widen8(s0, dt, 0), x1 = widen8(s0 + ldsb, dt, 0);
-    const __m256 x2 = widen8(s0 + 2 * ldsb, dt, 0), x3 = widen8(s0 + 3 * ldsb, dt, 0);
-    const __m256 t0 = _mm256_unpacklo_ps(x0, x1), t1 = _mm256_unpackhi_ps(x0, x1);
-    const __m256 t2 = _mm256_unpacklo_ps(x2, x3), t3 = _mm256_unpackhi_ps(x2, x3);
-    /* y_p, 128-bit lane L: column 4L + p of the 4 rows */
-    const __m256 y0 = _mm256_shuffle_ps(t0, t2, 0x44), y1 = _mm256_shuffle_ps(t0, t2, 0xee);
-    const __m256 y2 = _mm256_shuffle_ps(t1, t3, 0x44), y3 = _mm256_shuffle_ps(t1, t3, 0xee);
-    _mm_storeu_ps(dst, _mm256_castps256_ps128(y0));
-    _mm_storeu_ps(dst + ldd, _mm256_castps256_ps128(y1));
-    _mm_storeu_ps(dst + 2 * ldd, _mm256_castps256_ps128(y2));
-    _mm_storeu_ps(dst + 3 * ldd, _mm256_castps256_ps128(y3));
-    _mm_storeu_ps(dst + 4 * ldd, _mm256_extractf128_ps(y0, 1));
-    _mm_storeu_ps(dst + 5 * ldd, _mm256_extractf128_ps(y1, 1));
-    _mm_storeu_ps(dst + 6 * ldd, _mm256_extractf128_ps(y2, 1));
-    _mm_storeu_ps(dst + 7 * ldd, _mm256_extractf128_ps(y3, 1));
+    __m256 x[4];
+    for (int i = 0; i < 4; i++) x[i] = widen8(s0 + i * ldsb, dt, 0);
+    lanes4x4(x);
+    for (int p = 0; p < 4; p++) {
+        _mm_storeu_ps(dst + p * ldd, _mm256_castps256_ps128(x[p]));
+        _mm_storeu_ps(dst + (4 + p) * ldd, _mm256_extractf128_ps(x[p], 1));
+    }
 }
 
 /* Fewer than 8 rows, 8 whole columns: four of them by rows4, the rest each
@@ -223,18 +217,14 @@ static void few8(float *dst, int64_t ldd, const char *s0, int64_t ldsb, flashatt
 #undef FA_PUT_LANE
 
 /* Eight f32 rows, 4 whole columns: rows i and i + 4 share a register,
- * whose lanes the same two stages turn into the 8 rows of one column. */
+ * whose lanes lanes4x4 turns into the 8 rows of one column. */
 static inline __attribute__((always_inline)) void cols4(float *dst, int64_t ldd, const float *s0, int64_t lds) {
-#define FA_ROWS_I_I4(i) \
-    _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0 + (i) * lds)), _mm_loadu_ps(s0 + ((i) + 4) * lds), 1)
-    const __m256 z0 = FA_ROWS_I_I4(0), z1 = FA_ROWS_I_I4(1), z2 = FA_ROWS_I_I4(2), z3 = FA_ROWS_I_I4(3);
-#undef FA_ROWS_I_I4
-    const __m256 t0 = _mm256_unpacklo_ps(z0, z1), t1 = _mm256_unpackhi_ps(z0, z1);
-    const __m256 t2 = _mm256_unpacklo_ps(z2, z3), t3 = _mm256_unpackhi_ps(z2, z3);
-    _mm256_storeu_ps(dst, _mm256_shuffle_ps(t0, t2, 0x44));
-    _mm256_storeu_ps(dst + ldd, _mm256_shuffle_ps(t0, t2, 0xee));
-    _mm256_storeu_ps(dst + 2 * ldd, _mm256_shuffle_ps(t1, t3, 0x44));
-    _mm256_storeu_ps(dst + 3 * ldd, _mm256_shuffle_ps(t1, t3, 0xee));
+    __m256 z[4];
+    for (int i = 0; i < 4; i++)
+        z[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0 + i * lds)),
+                                    _mm_loadu_ps(s0 + (i + 4) * lds), 1);
+    lanes4x4(z);
+    for (int p = 0; p < 4; p++) _mm256_storeu_ps(dst + p * ldd, z[p]);
 }
 
 /* Fewer than 8 columns (of any number of rows): each element widened
