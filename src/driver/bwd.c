@@ -21,6 +21,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/share.h"
 #include "core/size.h"
 #include "core/tensor.h"
 #include "core/threads.h"
@@ -212,6 +213,43 @@ typedef struct {
     atomic_int *finite;
 } bwd_run_state;
 
+/* The three phases' work items are shared in ranges (core/share.h), each
+ * thread's range the items of its own groups of the pass: it packs their
+ * q-blocks, runs their keys and stores their dQ, so the panels, the dQ
+ * accumulators and the workspace lines it writes stay in its own core's
+ * caches from phase to phase and from call to call, and then helps with
+ * what is left of the others'. Handed out item by item (dynamic
+ * scheduling), a group's three phases went to either core: at seq 128 on
+ * two threads the packing took as long as on one and the whole backward
+ * 18% longer (docs/performance.md). */
+enum { SHARE_PACK, SHARE_KEYS, SHARE_REDUCE };
+
+/* Where thread t's groups begin among a pass's ng: even shares. */
+static int64_t groups_cut(int64_t ng, int team, int t) { return fa_share_cut(ng, team, t); }
+
+static void set_range(const fa_share *s, int64_t ng, int64_t per_group) {
+    fa_share_set(fa_share_range_at(s, s->self), groups_cut(ng, s->team, s->self) * per_group,
+                 groups_cut(ng, s->team, s->self + 1) * per_group);
+}
+
+/* The group and chunk of phase 2's item `it`: a range's items take its
+ * groups in turn, first kv-blocks (chunks) first: under causal masks those
+ * see the most queries, so what is left to share at the end is short. */
+static void keys_item(int64_t it, int64_t ng, int64_t per_group, int team, int64_t *gi, int64_t *c) {
+    int t = 0;
+    while (t + 1 < team && groups_cut(ng, team, t + 1) * per_group <= it) t++;
+    const int64_t first = groups_cut(ng, team, t), count = groups_cut(ng, team, t + 1) - first;
+    const int64_t x = it - first * per_group;
+    *gi = first + x % count;
+    *c = x / count;
+}
+
+static fa_share share_of(const bwd_run_state *r, int kind, int team, int self) {
+    const fa_bwd_plan *plan = r->plan;
+    return fa_share_of(fa_region_at(&plan->ws, r->base, FA_BWD_WS_SHARE, (size_t)(kind * plan->threads)),
+                       plan->ws.r[FA_BWD_WS_SHARE].stride, team, self);
+}
+
 /* One thread's share of every loop (orphaned: bound to the region run()
  * opens, or to the calling thread alone). */
 static void run_share(const bwd_run_state *r) {
@@ -223,8 +261,12 @@ static void run_share(const bwd_run_state *r) {
     uint8_t *tiles = r->tiles;
     const int64_t groups = r->groups, tslices = r->tslices;
     const int64_t qblocks = plan->qblocks, kvblocks = plan->kvblocks, bn = plan->block_n;
+    const int self = fa_thread_id(), team = fa_team_size();
+    const int64_t per_pass = plan->groups_per_pass;
+    /* kv items a group: its chunks (deterministic) or its kv-blocks */
+    const int64_t per_group = plan->deterministic ? plan->slots : kvblocks;
 
-    void *tw = fa_region_at(&plan->ws, base, FA_BWD_WS_THREADS, (size_t)fa_thread_id());
+    void *tw = fa_region_at(&plan->ws, base, FA_BWD_WS_THREADS, (size_t)self);
     float *row = fa_bwd_tile(plan, tw, FA_BWD_THREAD_ROW);
     if (f->used_k) {
 #pragma omp for schedule(dynamic) nowait
@@ -237,16 +279,23 @@ static void run_share(const bwd_run_state *r) {
     const int64_t dbias_rows = pb->dbias ? pb->dbias->batch * pb->dbias->heads * pb->dbias->seq_q : 0;
 #pragma omp for schedule(static) nowait
     for (int64_t u = 0; u < dbias_rows; u++) clear_dbias_row(pb->dbias, u);
+    const fa_share packs = share_of(r, SHARE_PACK, team, self);
+    const fa_share keys = share_of(r, SHARE_KEYS, team, self);
+    const fa_share reduces = share_of(r, SHARE_REDUCE, team, self);
+    /* Each range is set while nobody reads it: the first packing's before
+     * the barrier below, the rest before the barrier that precedes their
+     * phase (and after the one that ended their last use). */
+    set_range(&packs, groups < per_pass ? groups : per_pass, f->group * qblocks);
 #pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < tslices * qblocks; it++)
         fa_score_tiles_row(f, it / qblocks, it % qblocks, plan->block_m, bn, qblocks, kvblocks, tiles);
     /* implicit barrier: the mask's tiles are sorted */
-    for (int64_t g0 = 0; g0 < groups; g0 += plan->groups_per_pass) {
-        const int64_t ng = groups - g0 < plan->groups_per_pass ? groups - g0
-                                                                : plan->groups_per_pass;
-        const int64_t heads = ng * f->group;
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < heads * qblocks; it++) {
+    for (int64_t g0 = 0; g0 < groups; g0 += per_pass) {
+        const int64_t ng = groups - g0 < per_pass ? groups - g0 : per_pass;
+        set_range(&keys, ng, per_group);
+        set_range(&reduces, ng, f->group * qblocks);
+        fa_share take = packs;
+        for (int64_t it; (it = fa_share_take(&take)) >= 0;) {
             const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
             const fa_seq seq = group_seq(f, g0 + gi);
             if (qb * plan->block_m >= seq.seq_q) continue;
@@ -254,26 +303,27 @@ static void run_share(const bwd_run_state *r) {
             pack_qblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase, hh % f->group, qb,
                         row);
         }
-        /* implicit barrier: the pass's heads are packed */
-        const int64_t per_group = plan->deterministic ? plan->slots : kvblocks;
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < ng * per_group; it++) {
-            /* Groups interleaved, first kv-blocks first: under causal
-             * masks they see the most queries. */
-            const int64_t gi = it % ng, c = it / ng;
+#pragma omp barrier
+        /* the pass's heads are packed */
+        const int64_t next = g0 + ng;
+        if (next < groups) set_range(&packs, groups - next < per_pass ? groups - next : per_pass, f->group * qblocks);
+        take = keys;
+        for (int64_t it; (it = fa_share_take(&take)) >= 0;) {
+            int64_t gi, c;
+            keys_item(it, ng, per_group, team, &gi, &c);
             const fa_seq seq = group_seq(f, g0 + gi);
             void *gbase = fa_region_at(&plan->ws, base, FA_BWD_WS_GROUPS, (size_t)gi);
-            const int64_t step = plan->deterministic ? plan->slots : kvblocks;
-            for (int64_t kb = c; kb * bn < seq.seq_k; kb += step) {
+            for (int64_t kb = c; kb * bn < seq.seq_k; kb += per_group) {
                 const int64_t j0 = kb * bn, j1 = j0 + bn < seq.seq_k ? j0 + bn : seq.seq_k;
                 if (!fa_bwd_kvblock(pb, plan, kern, &seq, (g0 + gi) % f->heads_kv, gbase,
                                     plan->deterministic ? (int)c : 0, j0, j1, tw, tiles))
                     atomic_store_explicit(r->finite, 0, memory_order_relaxed);
             }
         }
-        /* implicit barrier: every dQ contribution of the pass is in */
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < heads * qblocks; it++) {
+#pragma omp barrier
+        /* every dQ contribution of the pass is in */
+        take = reduces;
+        for (int64_t it; (it = fa_share_take(&take)) >= 0;) {
             const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
             const fa_seq seq = group_seq(f, g0 + gi);
             if (qb * plan->block_m >= seq.seq_q) continue;
@@ -282,6 +332,8 @@ static void run_share(const bwd_run_state *r) {
                                qb, fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), row))
                 atomic_store_explicit(r->finite, 0, memory_order_relaxed);
         }
+#pragma omp barrier
+        /* the pass's dQ is stored: its group areas may be packed over */
     }
 }
 

@@ -54,10 +54,11 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
                              const flashattn_params *p, const fa_kernels *kern,
                              fa_bwd_plan *plan);
 
-/* The workspace: groups_per_pass group areas, one tile area a thread, and
- * the boolean mask's tile summary of block_m x block_n tiles (empty
- * without a mask: see plan/tiles.h). */
-enum { FA_BWD_WS_GROUPS, FA_BWD_WS_THREADS, FA_BWD_WS_TILES };
+/* The workspace: groups_per_pass group areas, one tile area a thread, the
+ * boolean mask's tile summary of block_m x block_n tiles (empty without a
+ * mask: see plan/tiles.h), and the threads' work ranges (core/share.h:
+ * packing, kv items and dQ stores, threads of each). */
+enum { FA_BWD_WS_GROUPS, FA_BWD_WS_THREADS, FA_BWD_WS_TILES, FA_BWD_WS_SHARE };
 
 /* A group's area: its packed query heads (group of them), the dQ^T
  * accumulators (slots x group of them, slot-major: [slot][head], each
