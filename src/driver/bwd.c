@@ -219,9 +219,10 @@ typedef struct {
  * accumulators and the workspace lines it writes stay in its own core's
  * caches from phase to phase and from call to call, and then helps with
  * what is left of the others'. Handed out item by item (dynamic
- * scheduling), a group's three phases went to either core: at seq 128 on
- * two threads the packing took as long as on one and the whole backward
- * 18% longer (docs/performance.md). */
+ * scheduling), a group's three phases went to either core, every line
+ * they share crossed between the cores' caches, and the packing of a
+ * short backward took as long on two threads as on one
+ * (docs/performance.md). */
 enum { SHARE_PACK, SHARE_KEYS, SHARE_REDUCE };
 
 /* Where thread t's groups begin among a pass's ng: even shares. */
