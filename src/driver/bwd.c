@@ -14,6 +14,8 @@
  *          more than one thread;
  *   3. reduce, per (query head, q-block): sum the accumulators in slot order
  *      and store dQ rows.
+ * Each thread's share of every phase is the items of its own groups, then
+ * what is left of the others' (run_share).
  * Nothing is allocated here: every buffer is a slice of the workspace.
  */
 #include "driver/bwd.h"
