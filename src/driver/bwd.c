@@ -225,14 +225,12 @@ typedef struct {
  * they share crossed between the cores' caches, and the packing of a
  * short backward took as long on two threads as on one
  * (docs/performance.md). */
-enum { SHARE_PACK, SHARE_KEYS, SHARE_REDUCE };
 
-/* Where thread t's groups begin among a pass's ng: even shares. */
-static int64_t groups_cut(int64_t ng, int team, int t) { return fa_share_cut(ng, team, t); }
-
+/* This thread's range of a phase: the items of its even share of the
+ * pass's ng groups (fa_share_cut), per_group items a group. */
 static void set_range(const fa_share *s, int64_t ng, int64_t per_group) {
-    fa_share_set(fa_share_range_at(s, s->self), groups_cut(ng, s->team, s->self) * per_group,
-                 groups_cut(ng, s->team, s->self + 1) * per_group);
+    fa_share_set(fa_share_range_at(s, s->self), fa_share_cut(ng, s->team, s->self) * per_group,
+                 fa_share_cut(ng, s->team, s->self + 1) * per_group);
 }
 
 /* The group and chunk of phase 2's item `it`: a range's items take its
@@ -240,11 +238,16 @@ static void set_range(const fa_share *s, int64_t ng, int64_t per_group) {
  * see the most queries, so what is left to share at the end is short. */
 static void keys_item(int64_t it, int64_t ng, int64_t per_group, int team, int64_t *gi, int64_t *c) {
     int t = 0;
-    while (t + 1 < team && groups_cut(ng, team, t + 1) * per_group <= it) t++;
-    const int64_t first = groups_cut(ng, team, t), count = groups_cut(ng, team, t + 1) - first;
+    while (t + 1 < team && fa_share_cut(ng, team, t + 1) * per_group <= it) t++;
+    const int64_t first = fa_share_cut(ng, team, t), count = fa_share_cut(ng, team, t + 1) - first;
     const int64_t x = it - first * per_group;
     *gi = first + x % count;
     *c = x / count;
+}
+
+/* Groups in the pass starting at group g0. */
+static int64_t pass_groups(int64_t groups, int64_t g0, int64_t per_pass) {
+    return groups - g0 < per_pass ? groups - g0 : per_pass;
 }
 
 static fa_share share_of(const bwd_run_state *r, int kind, int team, int self) {
@@ -268,6 +271,8 @@ static void run_share(const bwd_run_state *r) {
     const int64_t per_pass = plan->groups_per_pass;
     /* kv items a group: its chunks (deterministic) or its kv-blocks */
     const int64_t per_group = plan->deterministic ? plan->slots : kvblocks;
+    /* packing and dQ items a group: its query heads' q-blocks */
+    const int64_t qitems = f->group * qblocks;
 
     void *tw = fa_region_at(&plan->ws, base, FA_BWD_WS_THREADS, (size_t)self);
     float *row = fa_bwd_tile(plan, tw, FA_BWD_THREAD_ROW);
@@ -282,21 +287,21 @@ static void run_share(const bwd_run_state *r) {
     const int64_t dbias_rows = pb->dbias ? pb->dbias->batch * pb->dbias->heads * pb->dbias->seq_q : 0;
 #pragma omp for schedule(static) nowait
     for (int64_t u = 0; u < dbias_rows; u++) clear_dbias_row(pb->dbias, u);
-    const fa_share packs = share_of(r, SHARE_PACK, team, self);
-    const fa_share keys = share_of(r, SHARE_KEYS, team, self);
-    const fa_share reduces = share_of(r, SHARE_REDUCE, team, self);
+    const fa_share packs = share_of(r, FA_BWD_SHARE_PACK, team, self);
+    const fa_share keys = share_of(r, FA_BWD_SHARE_KEYS, team, self);
+    const fa_share reduces = share_of(r, FA_BWD_SHARE_REDUCE, team, self);
     /* Each range is set while nobody reads it: the first packing's before
      * the barrier below, the rest before the barrier that precedes their
      * phase (and after the one that ended their last use). */
-    set_range(&packs, groups < per_pass ? groups : per_pass, f->group * qblocks);
+    set_range(&packs, pass_groups(groups, 0, per_pass), qitems);
 #pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < tslices * qblocks; it++)
         fa_score_tiles_row(f, it / qblocks, it % qblocks, plan->block_m, bn, qblocks, kvblocks, tiles);
     /* implicit barrier: the mask's tiles are sorted */
     for (int64_t g0 = 0; g0 < groups; g0 += per_pass) {
-        const int64_t ng = groups - g0 < per_pass ? groups - g0 : per_pass;
+        const int64_t ng = pass_groups(groups, g0, per_pass);
         set_range(&keys, ng, per_group);
-        set_range(&reduces, ng, f->group * qblocks);
+        set_range(&reduces, ng, qitems);
         fa_share take = packs;
         for (int64_t it; (it = fa_share_take(&take)) >= 0;) {
             const int64_t hh = it / qblocks, gi = hh / f->group, qb = it % qblocks;
@@ -308,8 +313,7 @@ static void run_share(const bwd_run_state *r) {
         }
 #pragma omp barrier
         /* the pass's heads are packed */
-        const int64_t next = g0 + ng;
-        if (next < groups) set_range(&packs, groups - next < per_pass ? groups - next : per_pass, f->group * qblocks);
+        if (g0 + ng < groups) set_range(&packs, pass_groups(groups, g0 + ng, per_pass), qitems);
         take = keys;
         for (int64_t it; (it = fa_share_take(&take)) >= 0;) {
             int64_t gi, c;

@@ -196,7 +196,8 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
                      !fa_mul_size(tiles, (size_t)plan->kvblocks, &tiles)))
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "mask tile summary overflows size_t");
     fa_layout_array(&plan->ws, FA_BWD_WS_TILES, "mask tiles", 1, tiles);
-    fa_layout_array(&plan->ws, FA_BWD_WS_SHARE, "work ranges", 3 * (size_t)plan->threads, sizeof(fa_share_range));
+    fa_layout_array(&plan->ws, FA_BWD_WS_SHARE, "work ranges", FA_BWD_SHARE_KINDS * (size_t)plan->threads,
+                    sizeof(fa_share_range));
     if (t->overflow || plan->ws.overflow)
         return fa_fail(FLASHATTN_ERR_OVERFLOW, "backward workspace size overflows size_t");
     plan->workspace_bytes = fa_layout_workspace_bytes(&plan->ws);

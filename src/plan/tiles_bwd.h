@@ -60,6 +60,10 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
  * packing, kv items and dQ stores, threads of each). */
 enum { FA_BWD_WS_GROUPS, FA_BWD_WS_THREADS, FA_BWD_WS_TILES, FA_BWD_WS_SHARE };
 
+/* The work ranges' kinds: FA_BWD_WS_SHARE holds threads ranges of each, in
+ * this order. */
+enum { FA_BWD_SHARE_PACK, FA_BWD_SHARE_KEYS, FA_BWD_SHARE_REDUCE, FA_BWD_SHARE_KINDS };
+
 /* A group's area: its packed query heads (group of them), the dQ^T
  * accumulators (slots x group of them, slot-major: [slot][head], each
  * [qblocks][head_dim][block_m] floats), and one lock (an atomic_int) per
