@@ -1,6 +1,7 @@
 /*
- * Backward driver. Groups of (batch, kv-head) are processed in passes that
- * fit the planner's budget; each pass has three phases, one barrier apart:
+ * Backward driver. Groups of (batch, kv-head) are processed in passes
+ * (their size: plan/tiles_bwd.c); each pass has three phases, one barrier
+ * apart:
  *
  *   1. pack, per (query head, q-block): Q (times scale) and dO as rows, and
  *      Q (times scale * log2 e) and dO as nr-column panels of transposes, with LSE and D = rowsum(dO * O) as the

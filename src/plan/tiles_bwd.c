@@ -11,7 +11,9 @@
  *     dQ^T tile                 d * block_m
  * plus, streamed per step from the packed heads, Qs/dO rows and panels
  * (2 * block_m * (d + dv + 2)). block_m is 128; block_n fills 3/4 of L2 with
- * the item's data (auto_block_n), but is never below FA_BWD_MIN_KEYS.
+ * the item's data (auto_block_n), but is never below FA_BWD_MIN_KEYS, and
+ * the keys are then split into items of even size (a few keys under the
+ * floor where the cap forces one more item).
  * Smaller tiles run slower (docs/performance.md): the dK/dV products run
  * over block_m query rows per call and the dQ product over block_n keys,
  * short calls spend more of their time loading and storing the C tile,
@@ -26,6 +28,7 @@
  */
 #include "plan/tiles_bwd.h"
 
+#include <math.h>
 #include <stdatomic.h>
 
 #include "core/share.h"
@@ -37,6 +40,8 @@
 
 /* Packed heads and dQ accumulators of the groups processed at once. */
 #define FA_BWD_PASS_BUDGET_BYTES ((size_t)128 << 20)
+/* Least work of a pass a thread (pass_groups). */
+#define FA_BWD_PASS_FLOPS 134217728.0
 /* A work item's share of L2 (3/4), L2 when it is unknown, most keys per item. */
 #define FA_BWD_L2_SHARE_NUM 3
 #define FA_BWD_L2_SHARE_DEN 4
@@ -77,8 +82,45 @@ static int auto_block_n(const fa_problem *pb, const fa_kernels *kern, int64_t bm
     if (bn > FA_BWD_MAX_KEYS / mr * mr) bn = FA_BWD_MAX_KEYS / mr * mr;
     if (bn < mr) bn = mr;
     const int64_t need = (pb->seq_k + mr - 1) / mr * mr;
-    if (need < bn) bn = need > 0 ? need : 1;
-    return (int)bn;
+    if (need <= bn) return (int)(need > 0 ? need : 1);
+    /* The keys in items of even size, each at least bn where the cap
+     * allows: the rule's bn alone left a last item of a few keys (seq 256:
+     * 252 and 4), a work item as long as the others' barrier wait. */
+    int64_t items = need / bn;
+    int64_t even = (need + items - 1) / items;
+    if ((even + mr - 1) / mr * mr > FA_BWD_MAX_KEYS / mr * mr) even = (need + items) / (items + 1);
+    return (int)((even + mr - 1) / mr * mr);
+}
+
+/* Groups a pass packs. As few as keep each thread's packed heads in its
+ * own L2 from the packing to the work items (a thread's range of a phase
+ * is its own groups of the pass, driver/bwd.c): one a thread. But enough
+ * that the three barriers of a pass cost little against its work (at
+ * least FA_BWD_PASS_FLOPS a thread), and that a pass has two work items a
+ * thread (items: a group's kv items) for the threads' taking from each
+ * other's ranges to even out. One thread waits for no one, and packs one
+ * group at a time. Packing the whole batch at once left the panels to
+ * come back from L3; passes of one group a thread at seq 128 met their
+ * barriers too often (docs/performance.md). */
+static int64_t pass_groups(const fa_problem *pb, int threads, int64_t items) {
+    const int64_t groups = pb->batch * pb->heads_kv;
+    if (threads <= 1 || groups < 1) return 1;
+    if (items < 1) items = 1;
+    int64_t per_pass = (2 * (int64_t)threads + items - 1) / items;
+    if (per_pass < threads) per_pass = threads;
+    double pairs = 0.0; /* query-key pairs of all sequences, masks aside */
+    for (int64_t b = 0; b < pb->batch; b++) {
+        const fa_seq seq = fa_seq_of(pb, b);
+        pairs += (double)seq.seq_q * (double)seq.seq_k;
+    }
+    /* the five products: S^T, dK, dQ^T over head_dim, dP^T, dV over head_dim_v */
+    const double flops = 2.0 * pairs * (double)pb->heads_q * (double)(3 * pb->head_dim + 2 * pb->head_dim_v);
+    const double passes = floor(flops / ((double)threads * FA_BWD_PASS_FLOPS));
+    if (passes < (double)groups) {
+        const int64_t n = passes < 1.0 ? 1 : (int64_t)passes;
+        if ((groups + n - 1) / n > per_pass) per_pass = (groups + n - 1) / n;
+    }
+    return per_pass;
 }
 
 static int auto_block_m(const fa_problem *pb) {
@@ -183,7 +225,9 @@ flashattn_status fa_plan_bwd(const fa_problem *pb, flashattn_dtype dout_dtype,
 
     const int64_t groups = pb->batch * pb->heads_kv;
     const size_t group_bytes = plan->group.size;
-    int64_t per_pass = group_bytes ? (int64_t)(FA_BWD_PASS_BUDGET_BYTES / group_bytes) : groups;
+    int64_t per_pass = pass_groups(pb, plan->threads, plan->deterministic ? plan->slots : plan->kvblocks);
+    if (group_bytes && per_pass > (int64_t)(FA_BWD_PASS_BUDGET_BYTES / group_bytes))
+        per_pass = (int64_t)(FA_BWD_PASS_BUDGET_BYTES / group_bytes);
     if (per_pass > groups) per_pass = groups;
     if (per_pass < 1) per_pass = 1;
     plan->groups_per_pass = per_pass;
