@@ -202,7 +202,9 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     /* A pass packs just enough groups to give every thread about 16 work
      * items (finer items even out causal's unequal ones and the barrier at
      * the end of each pass), so the workspace holds a few groups' K/V rather
-     * than all of them; never more than the byte budget, always one. */
+     * than all of them; never more than the byte budget, always one. One
+     * thread has nothing to even out: it packs one group at a time, whose
+     * panels then stay in its L2 for the q-blocks. */
     const size_t group_bytes = plan->group.size;
     int64_t groups = pb->batch * pb->heads_kv;
     int64_t items_per_group = pb->group * ((pb->seq_q + plan->block_m - 1) / plan->block_m);
@@ -216,6 +218,7 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     int64_t per_pass = (16 * (int64_t)plan->threads + items_per_group - 1) / items_per_group;
     if (group_bytes && per_pass > (int64_t)(FA_PACK_BUDGET_BYTES / group_bytes))
         per_pass = (int64_t)(FA_PACK_BUDGET_BYTES / group_bytes);
+    if (plan->threads == 1) per_pass = 1;
     if (per_pass > groups) per_pass = groups;
     if (per_pass < 1) per_pass = 1;
     plan->groups_per_pass = per_pass;
