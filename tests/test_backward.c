@@ -360,6 +360,62 @@ static void determinism(void) {
     }
 }
 
+/* Passes of fewer groups than the batch on several threads (their
+ * ranges set pass after pass between the barriers): the same bits as one
+ * thread, whose passes are one group each. The work floor of a pass
+ * (plan/tiles_bwd.c) keeps short problems in one pass, so this one is
+ * large enough to be cut; the plan is checked to cut it. The drivers'
+ * passes are the same on every table, so the last (widest) runs it. */
+static void passes_on_threads(void) {
+    const int64_t b = 2, s = 320, hq = 8, hkv = 4, d = 64;
+    const flashattn_dtype dt = FLASHATTN_F32;
+    uint64_t rng = 4242;
+    tt_tensor q = tt_alloc(dt, b, s, hq, d, 1, 0), k = tt_alloc(dt, b, s, hkv, d, 1, 0);
+    tt_tensor v = tt_alloc(dt, b, s, hkv, d, 1, 0), dout = tt_alloc(dt, b, s, hq, d, 1, 0);
+    tt_tensor o = tt_alloc(dt, b, s, hq, d, 1, 0), g[2][3];
+    tt_fill_normal(&q, &rng, 1.0), tt_fill_normal(&k, &rng, 1.0);
+    tt_fill_normal(&v, &rng, 1.0), tt_fill_normal(&dout, &rng, 1.0);
+    float *lse = malloc((size_t)(b * hq * s) * sizeof(float));
+    for (int r = 0; r < 2; r++) {
+        g[r][0] = tt_alloc(dt, b, s, hq, d, 1, 0);
+        g[r][1] = tt_alloc(dt, b, s, hkv, d, 1, 0);
+        g[r][2] = tt_alloc(dt, b, s, hkv, d, 1, 0);
+    }
+    const fa_kernels *isas[8];
+    const fa_kernels *kern = isas[tt_isas(isas, 8) - 1];
+    static const int threads[] = {2, 3};
+    for (size_t r = 0; r < sizeof threads / sizeof threads[0]; r++) {
+        flashattn_params p = flashattn_params_default(), rp;
+        p.num_threads = threads[r];
+        fa_problem pb;
+        fa_bwd_plan plan;
+        TT_CHECK(fa_read_params(&p, &rp) == FLASHATTN_OK &&
+                     fa_validate_fwd(&q.t, &k.t, &v.t, &o.t, NULL, &rp, &pb) == FLASHATTN_OK &&
+                     fa_plan_bwd(&pb, dt, &rp, kern, &plan) == FLASHATTN_OK &&
+                     plan.groups_per_pass >= threads[r] && plan.groups_per_pass < b * hkv,
+                 "%d threads: the plan makes no passes of part of the batch (%lld groups a pass)",
+                 threads[r], (long long)plan.groups_per_pass);
+    }
+    flashattn_params p = flashattn_params_default();
+    TT_CHECK(fa_fwd_ex(&q.t, &k.t, &v.t, &o.t, lse, &p, NULL, 0, kern) == 0, "forward");
+    for (int det = 0; det < 2; det++) {
+        p.deterministic = det, p.num_threads = 1;
+        TT_CHECK(bwd(kern, &q, &k, &v, &o, lse, &dout, g[0], &p) == 0, "[%s] %s", kern->isa, flashattn_last_error());
+        for (size_t r = 0; r < sizeof threads / sizeof threads[0]; r++) {
+            p.num_threads = threads[r];
+            TT_CHECK(bwd(kern, &q, &k, &v, &o, lse, &dout, g[1], &p) == 0, "[%s] %s", kern->isa,
+                     flashattn_last_error());
+            /* dq's sums follow the items' order unless deterministic */
+            for (int x = det ? 0 : 1; x < 3; x++)
+                TT_CHECK(memcmp(g[0][x].mem, g[1][x].mem, g[0][x].bytes) == 0,
+                         "[%s] det=%d: gradient %d differs between 1 thread and %d", kern->isa, det, x, threads[r]);
+        }
+    }
+    for (int r = 0; r < 2; r++) tt_free(&g[r][0]), tt_free(&g[r][1]), tt_free(&g[r][2]);
+    tt_free(&q), tt_free(&k), tt_free(&v), tt_free(&dout), tt_free(&o);
+    free(lse);
+}
+
 /* Error paths: each returns its code, writes a message and leaves dq, dk,
  * dv exactly as they were (sentinel-filled). */
 typedef struct {
@@ -518,6 +574,7 @@ int main(void) {
     workspace_is_linear();
     errors();
     if (!tt_quick()) determinism(); /* every case twice on every table */
+    if (!tt_quick()) passes_on_threads();
     sweep();
     if (!tt_quick()) streamed_stores(); /* 4100 keys a case */
     return tt_finish("test_backward");
