@@ -165,6 +165,14 @@ def _backward(q, k, v, out, dout, lse, dq, dk, dv, params):
     _lib.check(status, "flashattn_bwd")
 
 
+def _defined(dout, out):
+    """The output's gradient; the Functions leave lse's (never used: lse
+    is not differentiable) and an unused output's unallocated
+    (set_materialize_grads(False)), which saves a zeros tensor a backward,
+    a visible share of a short one (docs/performance.md)."""
+    return torch.zeros_like(out) if dout is None else dout
+
+
 class _FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, params):
@@ -173,11 +181,13 @@ class _FlashAttnFunc(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.params = params
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
+        dout = _defined(dout, out)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         _backward(q, k, v, out, dout, lse, dq, dk, dv, ctx.params)
         return dq, dk, dv, None
@@ -204,11 +214,13 @@ class _PlainFlashAttnFunc(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.options = (softmax_scale, causal, window_size, deterministic)
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
+        dout = _defined(dout, out)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         done = _fast.bwd(q, k, v, out, dout, dq, dk, dv, lse.data_ptr(), *ctx.options) \
             if _fast is not None and hasattr(_fast, "bwd") else None
@@ -231,11 +243,13 @@ class _FlashAttnQKVPackedFunc(torch.autograd.Function):
         ctx.save_for_backward(qkv, out, lse)
         ctx.params = params
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         qkv, out, lse = ctx.saved_tensors
+        dout = _defined(dout, out)
         dqkv = torch.empty_like(qkv)
         _backward(*qkv.unbind(2), out, dout, lse, *dqkv.unbind(2), ctx.params)
         return dqkv, None
@@ -252,11 +266,13 @@ class _FlashAttnKVPackedFunc(torch.autograd.Function):
         ctx.save_for_backward(q, kv, out, lse)
         ctx.params = params
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, kv, out, lse = ctx.saved_tensors
+        dout = _defined(dout, out)
         dq, dkv = torch.empty_like(q), torch.empty_like(kv)
         _backward(q, *kv.unbind(2), out, dout, lse, dq, *dkv.unbind(2), ctx.params)
         return dq, dkv, None
@@ -503,11 +519,13 @@ class _FlashAttnVarlenFunc(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.params, ctx.keep = params, keep
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
+        dout = _defined(dout, out)
         dq, dk, dv = (torch.empty_like(x[0]) for x in (q, k, v))
         _varlen_backward(q, k, v, out, dout, lse, dq, dk, dv, ctx.params)
         return dq, dk, dv, None, None
@@ -523,11 +541,13 @@ class _FlashAttnVarlenQKVPackedFunc(torch.autograd.Function):
         ctx.save_for_backward(qkv, out, lse)
         ctx.params, ctx.keep = params, keep
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         qkv, out, lse = ctx.saved_tensors
+        dout = _defined(dout, out)
         dqkv = torch.empty_like(qkv)
         _varlen_backward(*(x.unsqueeze(0) for x in qkv.unbind(1)), out, dout, lse,
                          *dqkv.unbind(1), ctx.params)
@@ -544,11 +564,13 @@ class _FlashAttnVarlenKVPackedFunc(torch.autograd.Function):
         ctx.save_for_backward(q, kv, out, lse)
         ctx.params, ctx.keep = params, keep
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, kv, out, lse = ctx.saved_tensors
+        dout = _defined(dout, out)
         dq, dkv = torch.empty_like(q[0]), torch.empty_like(kv)
         _varlen_backward(q, *(x.unsqueeze(0) for x in kv.unbind(1)), out, dout, lse, dq,
                          *dkv.unbind(1), ctx.params)
