@@ -14,6 +14,9 @@ FUZZ_OPT ?= -O0
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?= --seq 512,1024,2048,4096 --heads 8 --head-dim 128 --reps 3
 VENV ?= $(BUILD)/venv
+# TEST_TORCH=1 (CI sets it): torch and transformers go into the test
+# environment as well, and their tests may not skip.
+TEST_TORCH ?=
 PREFIX ?= /usr/local
 
 .PHONY: all build run test test-release asan-build test-asan python-env test-python \
@@ -42,29 +45,34 @@ test-asan: asan-build
 		ctest --output-on-failure -j $(JOBS)
 
 # The Python package, installed by `pip install .` into its own virtual
-# environment; torch is not installed there (too large), so its tests skip.
+# environment. torch (several GB with its CUDA libraries) goes there only
+# with TEST_TORCH=1; without it the torch and transformers tests skip.
 python-env:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q numpy ml_dtypes pytest scikit-build-core
+	if [ -n "$(TEST_TORCH)" ]; then $(VENV)/bin/pip install -q torch transformers; fi
 	$(VENV)/bin/pip install -q --no-build-isolation -C build-dir=$(BUILD)/python .
 
 # FLASHATTN_REQUIRE_EXTENSION: the compiled helper (python/ext/fast.c, built
 # where Python's headers are) must be there, so its tests cannot skip.
 test-python: python-env
-	FLASHATTN_REQUIRE_EXTENSION=1 $(VENV)/bin/pytest -q python/tests
+	FLASHATTN_REQUIRE_EXTENSION=1 FLASHATTN_REQUIRE_TORCH=$(TEST_TORCH) $(VENV)/bin/pytest -q python/tests
 
 # The Python suite again on the sanitizer build's library: the package's
 # memory errors (a prototype that passes a wrong size, a buffer too small)
 # happen in C, where only ASan sees them. The interpreter is not built with
 # ASan, so its runtime is preloaded (the one the library was linked
-# against), and its own leaks are not reported. --capture=sys: a report
-# written to fd 2 by a dying process would be lost in pytest's capture.
+# against), and its own leaks are not reported. libstdc++ is preloaded
+# after it: ASan intercepts __cxa_throw, and when torch brings libstdc++ in
+# later the interceptor has no real function to call and aborts the run.
+# --capture=sys: a report written to fd 2 by a dying process would be lost
+# in pytest's capture.
 test-python-asan: python-env asan-build
 	asan=$$(ldd $(ASAN_BUILD)/libflashattn.so | awk '/libasan/ {print $$3}'); \
 	test -n "$$asan" || { echo "$(ASAN_BUILD)/libflashattn.so is not linked against libasan"; exit 1; }; \
-	LD_PRELOAD=$$asan ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	LD_PRELOAD="$$asan libstdc++.so.6" ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
 		FLASHATTN_LIBRARY=$(CURDIR)/$(ASAN_BUILD)/libflashattn.so FLASHATTN_REQUIRE_EXTENSION=1 \
-		$(VENV)/bin/pytest -q --capture=sys python/tests
+		FLASHATTN_REQUIRE_TORCH=$(TEST_TORCH) $(VENV)/bin/pytest -q --capture=sys python/tests
 
 # Everything built by clang as well (library, tools, tests), and the tests
 # that are quick there; the long sweeps (forward, backward, varlen,
