@@ -38,6 +38,7 @@
 #include "driver/careful.h"
 #include "driver/pack.h"
 #include "driver/score.h"
+#include "driver/strips.h"
 
 /* This item's keys and its thread's tiles. */
 typedef struct {
@@ -48,6 +49,7 @@ typedef struct {
     float *cols;                   /* dot route or softcap: lse2 and D of a step's queries */
     float *dcap;                   /* softcap: 1 - tanh^2, [keys][tile_ld] */
     float *drop;                   /* dropout: Z, [keys][tile_ld] */
+    fa_strips cut;                 /* the keys' strips of at most mr (driver/strips.h) */
 } kv_item;
 
 static void acquire(atomic_int *l) {
@@ -141,7 +143,7 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
                        const q_tile *q, const fa_problem *f, const fa_seq *seq) {
     const int64_t d = f->head_dim, bm = plan->block_m, lt = plan->tile_ld, da = d + 1, dh = (d + 1) / 2;
     const int64_t dv = f->head_dim_v, dva = dv + 1, dvh = (dv + 1) / 2;
-    const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
+    const int nr = kern->nr;
     const int64_t i0 = q->i0, m16 = fa_round_up_i64(q->i1 - i0, FA_COL_ALIGN);
     const uint16_t *k16 = (const uint16_t *)t->kaug, *v16 = (const uint16_t *)t->vaug;
     float *st = t->st, *dpt = t->dpt, *l2 = t->cols;
@@ -151,8 +153,8 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
         /* panel (i0 + c) / nr starts at (i0 + c) * da, and (i0 + c) * dva */
         const uint32_t *qp = (const uint32_t *)(q->qt + (i0 + c) * da);
         const uint32_t *dop = (const uint32_t *)(q->dot + (i0 + c) * dva);
-        for (int r = 0; r < keys; r += mr) {
-            const int mm = keys - r < mr ? keys - r : mr;
+        for (int x = 0; x < t->cut.count; x++) {
+            const int r = fa_strip_row0(&t->cut, x), mm = fa_strip_rows(&t->cut, x);
             int64_t a, e;
             strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
             if (c < a || c >= e) continue;
@@ -166,8 +168,8 @@ static void dot_scores(const fa_bwd_plan *plan, const fa_kernels *kern, const kv
         l2[c] = q->qt[(i0 + c) / nr * da * nr + d * nr + (i0 + c) % nr];
         dd[c] = q->dot[(i0 + c) / nr * dva * nr + dv * nr + (i0 + c) % nr];
     }
-    for (int r = 0; r < keys; r += mr) {
-        const int mm = keys - r < mr ? keys - r : mr;
+    for (int x = 0; x < t->cut.count; x++) {
+        const int r = fa_strip_row0(&t->cut, x), mm = fa_strip_rows(&t->cut, x);
         int64_t a, e;
         strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
         for (int rr = r; rr < r + mm; rr++)
@@ -185,30 +187,35 @@ static void dq_panel(const fa_bwd_plan *plan, const fa_kernels *kern, const kv_i
                      const q_tile *q, const fa_seq *seq, int64_t d, int64_t m16, int64_t c, int n,
                      float *dst, int accumulate) {
     const int64_t bm = plan->block_m, bn = plan->block_n, lt = plan->tile_ld;
-    const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
+    const int nr = kern->nr;
+    /* dQ^T's d rows in strips too */
+    const fa_strips rows = fa_strips_cut((int)d, kern->mr);
     int acc = accumulate;
-    for (int r = 0; r < keys;) {
+    for (int x = 0; x < t->cut.count;) {
         int64_t a, e;
-        int end = r;
-        for (; end < keys; end += mr) {
-            strip_span(seq, t, q, end, keys - end < mr ? keys - end : mr, nr, m16, &a, &e);
+        int y = x; /* the run: strips [x, y) */
+        for (; y < t->cut.count; y++) {
+            strip_span(seq, t, q, fa_strip_row0(&t->cut, y), fa_strip_rows(&t->cut, y), nr, m16, &a, &e);
             if (c < a || c >= e) break;
         }
-        if (end > keys) end = keys;
-        if (end == r) { /* strip r does not reach the panel */
-            r += mr;
+        if (y == x) { /* strip x does not reach the panel */
+            x++;
             continue;
         }
-        for (int64_t rd = 0; rd < d; rd += mr)
-            kern->gemm((int)(d - rd < mr ? d - rd : mr), n, end - r, t->kt + rd * bn + r, bn,
+        const int r = fa_strip_row0(&t->cut, x), end = fa_strip_row0(&t->cut, y);
+        for (int z = 0; z < rows.count; z++) {
+            const int64_t rd = fa_strip_row0(&rows, z);
+            kern->gemm(fa_strip_rows(&rows, z), n, end - r, t->kt + rd * bn + r, bn,
                        t->dpt + r * lt + c, lt, dst + rd * bm + c, bm, acc);
+        }
         acc = 1;
-        r = end;
+        x = y;
     }
     if (!acc) /* k = 0: C = 0 */
-        for (int64_t rd = 0; rd < d; rd += mr)
-            kern->gemm((int)(d - rd < mr ? d - rd : mr), n, 0, t->kt, bn, t->dpt, lt,
-                       dst + rd * bm + c, bm, 0);
+        for (int z = 0; z < rows.count; z++) {
+            const int64_t rd = fa_strip_row0(&rows, z);
+            kern->gemm(fa_strip_rows(&rows, z), n, 0, t->kt, bn, t->dpt, lt, dst + rd * bm + c, bm, 0);
+        }
 }
 
 /* acc (keys x width, row stride width) += X^T B over the tile: X^T its
@@ -220,21 +227,22 @@ static void key_rows_add(const fa_bwd_plan *plan, const fa_kernels *kern, const 
                          const kv_item *t, const q_tile *q, const float *xt, const float *panels,
                          int64_t slice, float *acc, int64_t width) {
     const int64_t lt = plan->tile_ld, m = q->i1 - q->i0, m16 = fa_round_up_i64(m, FA_COL_ALIGN);
-    const int mr = kern->mr, nr = kern->nr, keys = (int)(t->j1 - t->j0);
+    const int nr = kern->nr;
     for (int64_t c = 0; c < width; c += nr) {
         const int n = (int)(width - c < nr ? width - c : nr);
-        for (int r = 0; r < keys; r += mr) {
+        for (int x = 0; x < t->cut.count; x++) {
+            const int r = fa_strip_row0(&t->cut, x), mm = fa_strip_rows(&t->cut, x);
             int64_t a, e;
-            strip_span(seq, t, q, r, keys - r < mr ? keys - r : mr, nr, m16, &a, &e);
+            strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
             if (e > m) e = m;
             if (a >= e) continue;
-            kern->gemm(keys - r < mr ? keys - r : mr, n, e - a, xt + r * lt + a, lt,
+            kern->gemm(mm, n, e - a, xt + r * lt + a, lt,
                        panels + c / nr * slice + (q->i0 + a) * nr, nr, acc + r * width + c, width, 1);
         }
     }
 }
 
-/* One block_m x block_n tile. Each strip of mr keys works only on its
+/* One block_m x block_n tile. Each strip of keys works only on its
  * span of query panels (strip_span): on a tile the diagonal of a causal
  * mask crosses, about half the products. (Software prefetch of the next
  * tile's operands, which stream from L3, was tried: no gain measurable
@@ -245,8 +253,7 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     const fa_problem *f = &pb->f;
     const int64_t d = f->head_dim, dp = f->head_dim_pad, bm = plan->block_m;
     const int64_t dvp = f->head_dim_v_pad, lt = plan->tile_ld, da = d + 1, dva = f->head_dim_v + 1;
-    const int mr = kern->mr, nr = kern->nr;
-    const int keys = (int)(t->j1 - t->j0);
+    const int nr = kern->nr;
     const int64_t i0 = q->i0, i1 = q->i1, m = i1 - i0, m16 = fa_round_up_i64(m, FA_COL_ALIGN);
     /* i0 is a multiple of nr (block_m is), so its panels start at i0 * da
      * and i0 * dva; column slice c of the rows starts at (c / nr) * seq_q * nr. */
@@ -259,8 +266,8 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     if (plan->bf16_dot) dot_scores(plan, kern, t, q, f, seq);
     for (int64_t c = 0; !plan->bf16_dot && c < m16; c += nr) {
         const int n = (int)(m16 - c < nr ? m16 - c : nr);
-        for (int r = 0; r < keys; r += mr) {
-            const int mm = keys - r < mr ? keys - r : mr;
+        for (int x = 0; x < t->cut.count; x++) {
+            const int r = fa_strip_row0(&t->cut, x), mm = fa_strip_rows(&t->cut, x);
             strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
             if (c < a || c >= e) continue;
             kern->gemm(mm, n, da, t->kaug + r * da, da, q->qt + (i0 + c) * da, nr, st + r * lt + c,
@@ -279,8 +286,8 @@ static void step(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_ker
     if (fa_dropout_on(&f->dropout) && !plan->bf16_dot) /* (dot_scores put them there) */
         for (int64_t c = 0; c < m16; c++)
             dd[c] = q->dot[(i0 + c) / nr * dva * nr + f->head_dim_v * nr + (i0 + c) % nr];
-    for (int r = 0; r < keys; r += mr) {
-        const int mm = keys - r < mr ? keys - r : mr;
+    for (int x = 0; x < t->cut.count; x++) {
+        const int r = fa_strip_row0(&t->cut, x), mm = fa_strip_rows(&t->cut, x);
         strip_span(seq, t, q, r, mm, nr, m16, &a, &e);
         if (a >= e) continue;
         const int64_t cm = e < m ? e : m; /* the columns of real queries */
@@ -361,7 +368,8 @@ int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_k
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_DK), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DV),
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_ST), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DPT),
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), fa_bwd_tile(plan, tw, FA_BWD_THREAD_COLS),
-                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DCAP), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DROP)};
+                 fa_bwd_tile(plan, tw, FA_BWD_THREAD_DCAP), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DROP),
+                 fa_strips_cut(keys, kern->mr)};
 
     if (plan->bf16_dot) {
         /* K and V rows as given (pairs of elements) for S^T and dP^T; K^T in f32 */

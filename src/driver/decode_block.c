@@ -50,6 +50,7 @@
 #include "driver/decode.h"
 #include "driver/score.h"
 #include "driver/softmax.h"
+#include "driver/strips.h"
 
 /* Keys per kernel call: 16 keys of 8 kv-heads of 128 f16 are 32 KiB, read
  * by the 8 calls of a piece in address order, within L1. */
@@ -82,14 +83,11 @@ static int64_t next_piece(const fa_decode_problem *dp, const flashattn_tensor *t
     return (int64_t)((uintptr_t)next - (uintptr_t)row);
 }
 
-/* Rows of strip s when mh rows are cut into the fewest strips of at most
- * mr rows, as even as possible: 16 rows as 8 + 8, not 12 + 4, whose
- * 4-row tile leaves the FMA ports half idle (4 chains of a 4-cycle FMA
- * when the piece has 16 keys). Each row's result does not depend on its
- * strip (kernels.h). */
+/* Rows of strip s of mh rows (driver/strips.h): 16 rows at mr 12 as
+ * 8 + 8, not 12 + 4, whose 4-row tile leaves the FMA ports half idle. */
 static int strip_rows(int mh, int mr, int s) {
-    const int strips = (mh + mr - 1) / mr;
-    return mh / strips + (s < mh % strips);
+    const fa_strips cut = fa_strips_cut(mh, mr);
+    return fa_strip_rows(&cut, s);
 }
 
 /* Wide path, S = Q K^T for one kv-head's mh rows and len <= NR keys:

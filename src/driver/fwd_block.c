@@ -4,7 +4,7 @@
  *
  *   load_q                 Q rows, pre-scaled by scale * log2(e): base-2 logits
  *   for each kv-block the rows can see:
- *       plan_strips        which columns each strip of MR rows computes
+ *       plan_strips        which columns each strip of rows computes
  *       qk                 S = Q K^T
  *       softmax_strips     the score stage (driver/score.h: the mask, only
  *                          on kv-blocks that cut a row's visible range), then
@@ -19,7 +19,7 @@
  * GEMM, and P rounded to bf16 after the f32 softmax (the row sums l stay
  * those of the f32 P), like FlashAttention-2 on GPUs.
  *
- * Under masks each strip of mr rows (one register tile) visits only the
+ * Under masks each strip of rows (one register tile) visits only the
  * kv-blocks its rows see, and in a block only the columns up to its last
  * row's end, rounded up to FA_EXP2_SUM_GRAIN, and from its first row's
  * start (a window's left edge), rounded down to whole grains and NR
@@ -51,6 +51,7 @@
 #include "driver/pack.h"
 #include "driver/score.h"
 #include "driver/softmax.h"
+#include "driver/strips.h"
 
 #define FA_INLINE static inline __attribute__((always_inline))
 
@@ -64,6 +65,7 @@ typedef struct {
     fa_scores sc;
     int64_t h, i0, bn; /* bn: keys per kv-block, and S's row stride */
     int m, strips;
+    fa_strips cut; /* the m rows' strips (driver/strips.h) */
     float *q, *s, *acc, *mx, *ls;
     uint16_t *q16, *p16; /* dot route: Q's bf16 rows (in q's room), P as bf16 */
     const float *kp, *vp;
@@ -97,10 +99,10 @@ enum { ROUTE_F32, ROUTE_BF16, ROUTE_I8, ROUTE_I8_DOT, ROUTE_I8_PV8 };
 #define ROUTE_QK8(route) ((route) == ROUTE_I8 || (route) == ROUTE_I8_DOT || (route) == ROUTE_I8_PV8)
 #define ROUTE_PV16(route) ((route) == ROUTE_BF16 || (route) == ROUTE_I8_DOT)
 
-FA_INLINE int strip_rows(const fwd_qblock *t, int s) {
-    const int r0 = s * t->kern->mr;
-    return t->m - r0 < t->kern->mr ? t->m - r0 : t->kern->mr;
-}
+FA_INLINE int strip_rows(const fwd_qblock *t, int s) { return fa_strip_rows(&t->cut, s); }
+
+/* The first row of strip s, from the q-block's first. */
+FA_INLINE int strip_row0(const fwd_qblock *t, int s) { return fa_strip_row0(&t->cut, s); }
 
 FA_INLINE void load_q(fwd_qblock *t, const int route) {
     const int dot = route == ROUTE_BF16;
@@ -145,7 +147,7 @@ FA_INLINE int64_t plan_strips(fwd_qblock *t, int64_t j0, int64_t j1) {
     const int64_t grain = lead_grain(t->kern);
     int64_t most = 0;
     for (int s = 0; s < t->strips; s++) {
-        const int64_t r0 = t->i0 + s * t->kern->mr, r1 = r0 + strip_rows(t, s);
+        const int64_t r0 = t->i0 + strip_row0(t, s), r1 = r0 + strip_rows(t, s);
         t->cols[s] = (int32_t)fa_mask_strip_cols(mask, r0, r1, j0, j1, FA_EXP2_SUM_GRAIN);
         if (t->tile == FA_TILE_MIXED && t->sc.has_mask && t->cols[s]) {
             /* a boolean mask's mixed tile: the strip stops where its rows'
@@ -168,7 +170,7 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int route) {
     const int dot = route == ROUTE_BF16;
     const fa_kernels *kern = t->kern;
     const int64_t d = t->pb->head_dim, dh = (d + 1) / 2, bn = t->bn, k4 = fa_i8_k4(t->pb);
-    const int mr = kern->mr, nr = kern->nr;
+    const int nr = kern->nr;
     for (int64_t c = 0; c < most; c += nr) {
         /* j0 + c is a whole number of nr-key panels (block_n is) */
         const float *panel = t->kp + (j0 + c) * d;
@@ -177,7 +179,7 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int route) {
         if (ROUTE_QK8(route) && (j0 + c < t->chunk_at * t->chunk || j0 + c >= (t->chunk_at + 1) * t->chunk))
             mean_terms(t, (j0 + c) / t->chunk);
         for (int s = 0; s < t->strips; s++) {
-            const int r0 = s * mr, mm = strip_rows(t, s);
+            const int r0 = strip_row0(t, s), mm = strip_rows(t, s);
             const int64_t nc16 = (int64_t)fa_round_up((size_t)t->cols[s], FA_COL_ALIGN);
             if (c >= nc16 || c < t->lead[s]) continue;
             const int n = (int)(nc16 - c < nr ? nc16 - c : nr);
@@ -200,7 +202,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int route) {
     const fa_kernels *kern = t->kern;
     const int64_t bn = t->bn, dp = t->pb->head_dim_v_pad;
     for (int s = 0; s < t->strips; s++) {
-        const int r0 = s * kern->mr, mm = strip_rows(t, s);
+        const int r0 = strip_row0(t, s), mm = strip_rows(t, s);
         if (!t->cols[s]) continue;
         /* the strip's columns [a, a + ncols) of the block: keys ja.. */
         const int64_t a = t->lead[s], ncols = t->cols[s] - a, ja = j0 + a;
@@ -236,7 +238,7 @@ FA_INLINE void pv8(fwd_qblock *t, int64_t j0) {
     const fa_kernels *kern = t->kern;
     const int64_t dp = t->pb->head_dim_v_pad, bn = t->bn, chunk = t->chunk;
     const int64_t rows4 = (t->seq->seq_k + 3) / 4 * 4;
-    const int mr = kern->mr, nr = kern->nr;
+    const int nr = kern->nr;
     /* each strip's first chunk found from the block's by steps, not by a
      * division per panel and strip: divisions by a variable cost as much
      * here as a small tile */
@@ -244,7 +246,7 @@ FA_INLINE void pv8(fwd_qblock *t, int64_t j0) {
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
         for (int s = 0; s < t->strips; s++) {
-            const int r0 = s * mr, mm = strip_rows(t, s);
+            const int r0 = strip_row0(t, s), mm = strip_rows(t, s);
             if (!t->cols[s]) continue;
             const int64_t end = j0 + t->cols[s];
             int accumulate = !t->first[s];
@@ -272,11 +274,11 @@ FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int route) {
     const int64_t dp = t->pb->head_dim_v_pad, bn = t->bn;
     /* the packed V's rows: the sequence's (fa_pack_v) */
     const int64_t rows = t->seq->seq_k, kh = (rows + 1) / 2;
-    const int mr = kern->mr, nr = kern->nr;
+    const int nr = kern->nr;
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
         for (int s = 0; s < t->strips; s++) {
-            const int r0 = s * mr, mm = strip_rows(t, s);
+            const int r0 = strip_row0(t, s), mm = strip_rows(t, s);
             if (!t->cols[s]) continue;
             const int64_t a = t->lead[s], ja = j0 + a; /* even: a whole number of grains */
             if (dot)
@@ -355,7 +357,8 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     const int64_t bm = plan->block_m, bn = block_n;
     t.sc = fa_scores_of_tiles(pb, seq, h, tiles, (pb->seq_q + bm - 1) / bm, (pb->seq_k + bn - 1) / bn);
     t.m = (int)(i1 - i0);
-    t.strips = (t.m + kern->mr - 1) / kern->mr;
+    t.cut = fa_strips_cut(t.m, kern->mr);
+    t.strips = t.cut.count;
     t.q = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_Q, 0);
     t.s = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_S, 0);
     t.acc = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0);

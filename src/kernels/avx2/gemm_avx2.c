@@ -59,8 +59,10 @@ void fa_gemm_avx2(int m, int n, int64_t k, const float *a, int64_t lda, const fl
     FA_KERNEL_CONTRACT(m >= 0 && m <= FA_AVX2_MR && n >= 0 && n <= FA_AVX2_NR &&
                        n % FA_COL_ALIGN == 0 && k >= 0);
     if (n != 16) return;
-    /* One specialised tile per row count: edge tiles (the last rows of a
-     * q-block) run as fast per row as full ones. */
+    /* One specialised tile per row count, its accumulators in registers.
+     * A tile of few rows still waits on the FMA latency (fewer than 10
+     * chains on Zen 2), so the drivers cut rows into strips of even size
+     * (driver/strips.h). */
     switch (m) {
     case 1: tile(1, k, a, lda, b, ldb, c, ldc, accumulate); break;
     case 2: tile(2, k, a, lda, b, ldb, c, ldc, accumulate); break;
