@@ -92,13 +92,19 @@ static int dtype_codes[DTYPES];
 static PyObject *s_shape, *s_stride, *s_data_ptr, *s_dtype, *s_is_cpu, *s_is_contiguous,
     *s_requires_grad;
 
-/* A thread's workspace, LSE scratch and (decode) lengths: grown on demand,
- * kept between its calls (as the ctypes path keeps its own), emptied by
- * release() and freed when the thread exits (the key's destructor), so a
- * pool of short-lived threads does not leave one workspace per thread. */
+/* A thread's workspaces, LSE scratch and (decode) lengths: grown on
+ * demand, kept between its calls (as the ctypes path keeps its own),
+ * emptied by release() and freed when the thread exits (the key's
+ * destructor), so a pool of short-lived threads does not leave one
+ * workspace per thread. The backward has a workspace of its own: on one
+ * shared with the forward, each call's threads found the lines they
+ * write last written by the other core in the other call's layout, and a
+ * 2-thread forward after a backward took 1.17x its time
+ * (docs/performance.md). */
+enum { WS_FWD, WS_BWD, WS_KINDS };
 typedef struct {
-    void *ws;
-    size_t ws_bytes;
+    void *ws[WS_KINDS];
+    size_t ws_bytes[WS_KINDS];
     float *lse;
     size_t lse_count;
     int64_t *lens; /* decode: one cache length for every sequence */
@@ -110,7 +116,7 @@ static _Thread_local thread_bufs *bufs; /* this thread's, once made */
 static atomic_long live_bufs;           /* threads holding a set, for the tests */
 
 static void bufs_empty(thread_bufs *b) {
-    free(b->ws), free(b->lse), free(b->lens);
+    free(b->ws[WS_FWD]), free(b->ws[WS_BWD]), free(b->lse), free(b->lens);
     memset(b, 0, sizeof *b);
 }
 
@@ -254,24 +260,25 @@ static flashattn_status run_call(const lib_call *c) {
     flashattn_status s = FLASHATTN_ERR_WORKSPACE_TOO_SMALL;
     thread_bufs *b = my_bufs();
     if (!b) return FLASHATTN_ERR_OUT_OF_MEMORY;
+    const int kind = c->grads ? WS_BWD : WS_FWD;
     PyThreadState *ts = PyEval_SaveThread();
-    if (b->ws) s = call_with(c, b->ws, b->ws_bytes);
+    if (b->ws[kind]) s = call_with(c, b->ws[kind], b->ws_bytes[kind]);
     if (s == FLASHATTN_ERR_WORKSPACE_TOO_SMALL) {
         size_t need = 0;
         s = size_of(c, &need);
         if (s == FLASHATTN_OK) {
-            if (need > b->ws_bytes) {
+            if (need > b->ws_bytes[kind]) {
                 /* 64-byte aligned; at least one line, so the buffer exists */
                 void *fresh = NULL;
                 const size_t bytes = (need + 63) / 64 * 64;
                 if (posix_memalign(&fresh, 64, bytes ? bytes : 64)) {
                     s = FLASHATTN_ERR_OUT_OF_MEMORY;
                 } else {
-                    free(b->ws);
-                    b->ws = fresh, b->ws_bytes = bytes ? bytes : 64;
+                    free(b->ws[kind]);
+                    b->ws[kind] = fresh, b->ws_bytes[kind] = bytes ? bytes : 64;
                 }
             }
-            if (s == FLASHATTN_OK) s = call_with(c, b->ws, b->ws_bytes);
+            if (s == FLASHATTN_OK) s = call_with(c, b->ws[kind], b->ws_bytes[kind]);
         }
     }
     PyEval_RestoreThread(ts);
@@ -739,10 +746,10 @@ static PyObject *fast_release(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* workspace_bytes(): the size of this thread's workspace (0: none yet). */
+/* workspace_bytes(): the size of this thread's workspaces (0: none yet). */
 static PyObject *fast_workspace_bytes(PyObject *self, PyObject *args) {
     (void)self, (void)args;
-    return PyLong_FromSize_t(bufs ? bufs->ws_bytes : 0);
+    return PyLong_FromSize_t(bufs ? bufs->ws_bytes[WS_FWD] + bufs->ws_bytes[WS_BWD] : 0);
 }
 
 /* live_buffers(): how many threads hold a set of buffers now. */

@@ -315,8 +315,11 @@ def run(fn, size_fn, *args):
     """fn(*args, workspace, workspace_bytes) on this thread's scratch
     buffer. The size is asked of the library (size_fn(*args, &bytes)), and
     the buffer grown, only when there is none yet or the library reports
-    it too small (it then writes nothing). Returns fn's status."""
-    buf = getattr(_scratch, "buf", None)
+    it too small (it then writes nothing). Returns fn's status. The
+    backward has a buffer of its own, as in the compiled helper
+    (python/ext/fast.c says why)."""
+    slot = "bwd_buf" if fn is bwd_at else "buf"
+    buf = getattr(_scratch, slot, None)
     if buf is not None:
         status = fn(*args, ctypes.addressof(buf), len(buf))
         if status != ERR_WORKSPACE_TOO_SMALL:
@@ -327,7 +330,8 @@ def run(fn, size_fn, *args):
         return status
     if need.value > SCRATCH_MAX:
         return fn(*args, None, 0)
-    _scratch.buf = buf = (ctypes.c_char * max(need.value, 1))()
+    buf = (ctypes.c_char * max(need.value, 1))()
+    setattr(_scratch, slot, buf)
     return fn(*args, ctypes.addressof(buf), len(buf))
 
 
@@ -344,7 +348,7 @@ def lse_scratch(n):
 
 def release_workspace():
     """Free this thread's scratch buffer (the next call allocates afresh)."""
-    _scratch.buf = None
+    _scratch.buf = _scratch.bwd_buf = None
     if fast is not None:
         fast.release()
 
