@@ -422,8 +422,10 @@ FLASHATTN_API void flashattn_varlen_init_size(flashattn_varlen *v, size_t size);
  * and free it itself (workspace_bytes is then ignored); its fresh pages are
  * then paid on every call, a visible share of a short one, so callers that
  * call repeatedly keep one workspace, as the Python package does per
- * thread. The workspace need not be zeroed; 64-byte alignment is best but
- * not required.
+ * thread (and one more for flashattn_bwd: the two calls lay the workspace
+ * out differently, and on several threads each would find its lines last
+ * written by another core). The workspace need not be zeroed; 64-byte
+ * alignment is best but not required.
  * lse may be NULL. On any error nothing is written to o or lse.
  * With few query rows per kv-head (seq_q * heads_q / heads_kv up to 64,
  * or up to 256 with at least 8 keys a row) and no tile size given, the
