@@ -64,7 +64,7 @@ typedef struct {
     const fa_seq *seq;
     fa_scores sc;
     int64_t h, i0, bn; /* bn: keys per kv-block, and S's row stride */
-    int m, strips;
+    int m;
     fa_strips cut; /* the m rows' strips (driver/strips.h) */
     float *q, *s, *acc, *mx, *ls;
     uint16_t *q16, *p16; /* dot route: Q's bf16 rows (in q's room), P as bf16 */
@@ -146,7 +146,7 @@ FA_INLINE int64_t plan_strips(fwd_qblock *t, int64_t j0, int64_t j1) {
     const fa_mask *mask = &t->seq->mask;
     const int64_t grain = lead_grain(t->kern);
     int64_t most = 0;
-    for (int s = 0; s < t->strips; s++) {
+    for (int s = 0; s < t->cut.count; s++) {
         const int64_t r0 = t->i0 + strip_row0(t, s), r1 = r0 + strip_rows(t, s);
         t->cols[s] = (int32_t)fa_mask_strip_cols(mask, r0, r1, j0, j1, FA_EXP2_SUM_GRAIN);
         if (t->tile == FA_TILE_MIXED && t->sc.has_mask && t->cols[s]) {
@@ -178,7 +178,7 @@ FA_INLINE void qk(fwd_qblock *t, int64_t j0, int64_t most, const int route) {
         const int8_t *panel8 = t->k8.panels + (j0 + c) * k4 * 4;
         if (ROUTE_QK8(route) && (j0 + c < t->chunk_at * t->chunk || j0 + c >= (t->chunk_at + 1) * t->chunk))
             mean_terms(t, (j0 + c) / t->chunk);
-        for (int s = 0; s < t->strips; s++) {
+        for (int s = 0; s < t->cut.count; s++) {
             const int r0 = strip_row0(t, s), mm = strip_rows(t, s);
             const int64_t nc16 = (int64_t)fa_round_up((size_t)t->cols[s], FA_COL_ALIGN);
             if (c >= nc16 || c < t->lead[s]) continue;
@@ -201,7 +201,7 @@ FA_INLINE void softmax_strips(fwd_qblock *t, int64_t j0, const int route) {
     const int dot = ROUTE_PV16(route);
     const fa_kernels *kern = t->kern;
     const int64_t bn = t->bn, dp = t->pb->head_dim_v_pad;
-    for (int s = 0; s < t->strips; s++) {
+    for (int s = 0; s < t->cut.count; s++) {
         const int r0 = strip_row0(t, s), mm = strip_rows(t, s);
         if (!t->cols[s]) continue;
         /* the strip's columns [a, a + ncols) of the block: keys ja.. */
@@ -245,7 +245,7 @@ FA_INLINE void pv8(fwd_qblock *t, int64_t j0) {
     const int64_t first = j0 / chunk;
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
-        for (int s = 0; s < t->strips; s++) {
+        for (int s = 0; s < t->cut.count; s++) {
             const int r0 = strip_row0(t, s), mm = strip_rows(t, s);
             if (!t->cols[s]) continue;
             const int64_t end = j0 + t->cols[s];
@@ -277,7 +277,7 @@ FA_INLINE void pv(fwd_qblock *t, int64_t j0, const int route) {
     const int nr = kern->nr;
     for (int64_t c = 0; c < dp; c += nr) {
         const int n = (int)(dp - c < nr ? dp - c : nr);
-        for (int s = 0; s < t->strips; s++) {
+        for (int s = 0; s < t->cut.count; s++) {
             const int r0 = strip_row0(t, s), mm = strip_rows(t, s);
             if (!t->cols[s]) continue;
             const int64_t a = t->lead[s], ja = j0 + a; /* even: a whole number of grains */
@@ -337,7 +337,7 @@ FA_INLINE void block(fwd_qblock *t, const int route) {
         qk(t, j0, most, route);
         softmax_strips(t, j0, route);
         pv(t, j0, route);
-        for (int s = 0; s < t->strips; s++) t->started[s] |= t->cols[s] > 0;
+        for (int s = 0; s < t->cut.count; s++) t->started[s] |= t->cols[s] > 0;
     }
     if (dot || ROUTE_QK8(route)) t->kern->gemm_bf16_done();
     if (long_rows) unfold_rows(t);
@@ -358,7 +358,6 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
     t.sc = fa_scores_of_tiles(pb, seq, h, tiles, (pb->seq_q + bm - 1) / bm, (pb->seq_k + bn - 1) / bn);
     t.m = (int)(i1 - i0);
     t.cut = fa_strips_cut(t.m, kern->mr);
-    t.strips = t.cut.count;
     t.q = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_Q, 0);
     t.s = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_S, 0);
     t.acc = (float *)fa_region_at(&plan->thread, tw, FA_FWD_THREAD_ACC, 0);
@@ -384,7 +383,7 @@ void fa_fwd_block(const fa_problem *pb, const fa_fwd_plan *plan, const fa_kernel
      * (driver/careful.h) */
     fa_kernels careful;
     for (int pass = 0;; pass++) {
-        memset(started, 0, (size_t)t.strips);
+        memset(started, 0, (size_t)t.cut.count);
         if (pb->int8_pv)
             block(&t, ROUTE_I8_PV8);
         else if (plan->i8_pv_dot)
