@@ -238,6 +238,37 @@ def test_deterministic_backward_is_bit_reproducible_across_threads():
     assert all(torch.equal(a, b) for a, b in zip(one, two))
 
 
+class _NoGradient(torch.autograd.Function):
+    """Passes x through; its backward gives x no gradient (None)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+@pytest.mark.skipif(not HAS_BACKWARD, reason="the C library has no flashattn_bwd yet")
+@pytest.mark.parametrize("call", ["plain", "softcap", "qkvpacked"])
+def test_an_output_without_gradient_gives_zero_gradients(call):
+    """The Functions leave an output's gradient unallocated when nothing
+    flows into it (set_materialize_grads(False)); torch still runs their
+    backward then, which must take it as zeros."""
+    q, k, v = make((1, 9, 9, 2, 2, 16), torch.float32, seed=5)
+    if call == "qkvpacked":
+        inputs = [torch.stack([q, k, v], dim=2).requires_grad_()]
+        out = flash_attn_qkvpacked_func(*inputs)
+    else:
+        inputs = [x.requires_grad_() for x in (q, k, v)]
+        out = flash_attn_func(*inputs, softcap=5.0 if call == "softcap" else 0.0)
+    (_NoGradient.apply(out).sum() + inputs[0].sum()).backward()
+    assert torch.equal(inputs[0].grad, torch.ones_like(inputs[0]))
+    for x in inputs[1:]:
+        assert torch.equal(x.grad, torch.zeros_like(x))
+
+
 @pytest.mark.skipif(HAS_BACKWARD, reason="the C library has its backward")
 def test_backward_without_the_c_backward_says_what_is_missing():
     q, k, v = make((1, 4, 4, 2, 2, 8), torch.float32, requires_grad=True)
