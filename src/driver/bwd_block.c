@@ -50,6 +50,7 @@ typedef struct {
     float *dcap;                   /* softcap: 1 - tanh^2, [keys][tile_ld] */
     float *drop;                   /* dropout: Z, [keys][tile_ld] */
     fa_strips cut;                 /* the keys' strips of at most mr (driver/strips.h) */
+    fa_strips dcut;                /* dQ^T's head_dim rows in strips too */
 } kv_item;
 
 static void acquire(atomic_int *l) {
@@ -188,8 +189,7 @@ static void dq_panel(const fa_bwd_plan *plan, const fa_kernels *kern, const kv_i
                      float *dst, int accumulate) {
     const int64_t bm = plan->block_m, bn = plan->block_n, lt = plan->tile_ld;
     const int nr = kern->nr;
-    /* dQ^T's d rows in strips too */
-    const fa_strips rows = fa_strips_cut((int)d, kern->mr);
+    const fa_strips *rows = &t->dcut;
     int acc = accumulate;
     for (int x = 0; x < t->cut.count;) {
         int64_t a, e;
@@ -203,18 +203,18 @@ static void dq_panel(const fa_bwd_plan *plan, const fa_kernels *kern, const kv_i
             continue;
         }
         const int r = fa_strip_row0(&t->cut, x), end = fa_strip_row0(&t->cut, y);
-        for (int z = 0; z < rows.count; z++) {
-            const int64_t rd = fa_strip_row0(&rows, z);
-            kern->gemm(fa_strip_rows(&rows, z), n, end - r, t->kt + rd * bn + r, bn,
+        for (int z = 0; z < rows->count; z++) {
+            const int64_t rd = fa_strip_row0(rows, z);
+            kern->gemm(fa_strip_rows(rows, z), n, end - r, t->kt + rd * bn + r, bn,
                        t->dpt + r * lt + c, lt, dst + rd * bm + c, bm, acc);
         }
         acc = 1;
         x = y;
     }
     if (!acc) /* k = 0: C = 0 */
-        for (int z = 0; z < rows.count; z++) {
-            const int64_t rd = fa_strip_row0(&rows, z);
-            kern->gemm(fa_strip_rows(&rows, z), n, 0, t->kt, bn, t->dpt, lt, dst + rd * bm + c, bm, 0);
+        for (int z = 0; z < rows->count; z++) {
+            const int64_t rd = fa_strip_row0(rows, z);
+            kern->gemm(fa_strip_rows(rows, z), n, 0, t->kt, bn, t->dpt, lt, dst + rd * bm + c, bm, 0);
         }
 }
 
@@ -369,7 +369,7 @@ int fa_bwd_kvblock(const fa_bwd_problem *pb, const fa_bwd_plan *plan, const fa_k
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_ST), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DPT),
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_DQT), fa_bwd_tile(plan, tw, FA_BWD_THREAD_COLS),
                  fa_bwd_tile(plan, tw, FA_BWD_THREAD_DCAP), fa_bwd_tile(plan, tw, FA_BWD_THREAD_DROP),
-                 fa_strips_cut(keys, kern->mr)};
+                 fa_strips_cut(keys, kern->mr), fa_strips_cut((int)d, kern->mr)};
 
     if (plan->bf16_dot) {
         /* K and V rows as given (pairs of elements) for S^T and dP^T; K^T in f32 */
