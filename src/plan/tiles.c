@@ -96,6 +96,19 @@ void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads,
     query_of(pb, kern, threads, NULL, q);
 }
 
+/* The passes of groups_per_pass cut as evenly as their count allows, in a
+ * multiple of the threads where that fits: 8 groups in passes of 5 left a
+ * second pass of 3, whose packing and items two threads share unevenly,
+ * and two passes of 4 measured 1-2% faster on 2 threads at seq 512-1024
+ * (docs/performance.md, "Even passes"). */
+static int64_t even_passes(int64_t groups, int64_t per_pass, int threads, int64_t budget) {
+    if (per_pass >= groups) return per_pass;
+    const int64_t passes = (groups + per_pass - 1) / per_pass;
+    per_pass = (groups + passes - 1) / passes;
+    const int64_t whole = (per_pass + threads - 1) / threads * threads;
+    return whole <= groups && whole <= budget ? whole : per_pass;
+}
+
 void fa_seq_tiles(const fa_problem *pb, const fa_kernels *kern, int64_t b, int *block_m, int *block_n) {
     fa_tile_query q;
     const fa_seq one = fa_seq_of(pb, b);
@@ -216,11 +229,12 @@ flashattn_status fa_plan_fwd(const fa_problem *pb, const flashattn_params *p,
     }
     if (items_per_group < 1) items_per_group = 1;
     int64_t per_pass = (16 * (int64_t)plan->threads + items_per_group - 1) / items_per_group;
-    if (group_bytes && per_pass > (int64_t)(FA_PACK_BUDGET_BYTES / group_bytes))
-        per_pass = (int64_t)(FA_PACK_BUDGET_BYTES / group_bytes);
+    const int64_t budget = group_bytes ? (int64_t)(FA_PACK_BUDGET_BYTES / group_bytes) : groups;
+    if (per_pass > budget) per_pass = budget;
     if (plan->threads == 1) per_pass = 1;
     if (per_pass > groups) per_pass = groups;
     if (per_pass < 1) per_pass = 1;
+    per_pass = even_passes(groups, per_pass, plan->threads, budget);
     plan->groups_per_pass = per_pass;
 
     fa_layout_init(&plan->ws, "fwd workspace");
