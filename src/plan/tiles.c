@@ -99,8 +99,8 @@ void fa_tile_query_of(const fa_problem *pb, const fa_kernels *kern, int threads,
 /* The passes of groups_per_pass cut as evenly as their count allows, in a
  * multiple of the threads where that fits: 8 groups in passes of 5 left a
  * second pass of 3, whose packing and items two threads share unevenly,
- * and two passes of 4 measured 1-2% faster on 2 threads at seq 512-1024
- * (docs/performance.md, "Even passes"). */
+ * and a pass of one group on two threads leaves each reading half of its
+ * panels from the other's packing (docs/performance.md, "Even passes"). */
 static int64_t even_passes(int64_t groups, int64_t per_pass, int threads, int64_t budget) {
     if (per_pass >= groups) return per_pass;
     const int64_t passes = (groups + per_pass - 1) / per_pass;
