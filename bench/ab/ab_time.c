@@ -6,7 +6,7 @@
  * per-round ratios. Forward, backward and decode shapes on 1 and 2
  * threads. Build and run with bench/ab/run.sh.
  *
- *   ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|tiny|window]
+ *   ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|fshort|tiny|window]
  */
 #include <dlfcn.h>
 #include <flashattn.h>
@@ -172,7 +172,7 @@ static void dec(int kv, int sq, int h, int hk, int d, int threads, flashattn_dty
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|tiny|window]\n");
+        fprintf(stderr, "usage: ab_time OLD.so NEW.so [all|fwd|bwd|dec|focus|short|fshort|tiny|window]\n");
         return 2;
     }
     A = load(argv[1]); B = load(argv[2]);
@@ -198,6 +198,16 @@ int main(int argc, char **argv) {
             fwd(16, 16, 8, 8, 128, FLASHATTN_F16, 0, t, 1);
             fwd(32, 33, 8, 8, 128, FLASHATTN_F32, 1, t, 1);
             fwd(64, 64, 8, 8, 128, FLASHATTN_F32, 0, t, 1);
+        }
+        return 0;
+    }
+    if (!strcmp(only, "fshort")) { /* short's forward rows, more rounds */
+        rounds = 41;
+        for (int t = 1; t <= 2; t++) {
+            fwd(128, 128, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
+            fwd(256, 256, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
+            fwd(512, 512, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
+            fwd(128, 128, 8, 8, 64, FLASHATTN_F32, 0, t, 0);
         }
         return 0;
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compare two builds of the library: bit for bit on every kernel path this
 # CPU runs, then their speed in one process.
-#   bench/ab/run.sh OLD_BUILD_DIR NEW_BUILD_DIR [all|fwd|bwd|dec|focus|short|tiny|window|bits]
+#   bench/ab/run.sh OLD_BUILD_DIR NEW_BUILD_DIR [all|fwd|bwd|dec|focus|short|fshort|tiny|window|bits]
 # (build directories of two checkouts, e.g. `git worktree add ../old <rev>`
 # and `cmake -S ../old -B ../old/build -DCMAKE_BUILD_TYPE=Release`).
 set -euo pipefail
