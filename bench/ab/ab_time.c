@@ -201,22 +201,18 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    if (!strcmp(only, "fshort")) { /* short's forward rows, more rounds */
-        rounds = 41;
+    if (!strcmp(only, "short") || !strcmp(only, "fshort")) {
+        /* fshort: the forward rows alone, with more rounds */
+        const int fwd_only = only[0] == 'f';
+        rounds = fwd_only ? 41 : 21;
         for (int t = 1; t <= 2; t++) {
             fwd(128, 128, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
             fwd(256, 256, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
             fwd(512, 512, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
-            fwd(128, 128, 8, 8, 64, FLASHATTN_F32, 0, t, 0);
-        }
-        return 0;
-    }
-    if (!strcmp(only, "short")) {
-        rounds = 21;
-        for (int t = 1; t <= 2; t++) {
-            fwd(128, 128, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
-            fwd(256, 256, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
-            fwd(512, 512, 8, 8, 128, FLASHATTN_F32, 0, t, 0);
+            if (fwd_only) {
+                fwd(128, 128, 8, 8, 64, FLASHATTN_F32, 0, t, 0);
+                continue;
+            }
             fwd(512, 512, 8, 8, 128, FLASHATTN_F32, 1, t, 0);
             fwd(512, 512, 8, 8, 64, FLASHATTN_F32, 0, t, 0);
             bwd(128, 8, 128, 0, t);
